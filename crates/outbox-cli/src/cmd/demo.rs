@@ -1,0 +1,239 @@
+//! The seed lab, reproduced line for line on the real engine.
+
+use crate::embedded::EmbeddedPostgres;
+use anyhow::{bail, Context};
+use deadpool_postgres::Pool;
+use outbox::{sql::Queries, Delivery, Inbox, NewMessage, Outbox, Schema};
+use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::{Relay, RelayConfig, Store};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `outbox demo`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    step: Step,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Step {
+    /// Insert an order and its `order.created` event in one transaction.
+    CreateOrder,
+    /// One relay pass (batch of 10), then the table counts.
+    Relay,
+    /// Publish, "crash" before marking sent, recover, publish again.
+    ///
+    /// The recovery is the production lease reaper run with a zero lease, so
+    /// the crashed claim counts as expired at once. (A real relay waits for
+    /// --lease, 5m by default, and never sweeps live claims.)
+    CrashWindow,
+    /// Run an idempotent consumer (the inbox) over published_events.
+    Consume,
+    /// All of the above in order on a fresh schema.
+    Tour,
+}
+
+pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
+    let mut _embedded = None;
+    let url = match url.filter(|u| !u.trim().is_empty()) {
+        Some(u) => u,
+        None => {
+            let pg = EmbeddedPostgres::start()?;
+            eprintln!(
+                "no DATABASE_URL: started a throwaway PostgreSQL at {} (data in {}); it is removed on exit",
+                pg.url(),
+                pg.path().display()
+            );
+            _embedded.insert(pg).url()
+        }
+    };
+    let demo = Demo::connect(&url, schema).await?;
+    match args.step {
+        Step::CreateOrder => demo.create_order().await,
+        Step::Relay => demo.relay().await,
+        Step::CrashWindow => demo.crash_window().await,
+        Step::Consume => demo.consume().await,
+        Step::Tour => demo.tour().await,
+    }
+}
+
+struct Demo {
+    pool: Pool,
+    schema: Schema,
+    q: Arc<Queries>,
+    outbox: Outbox,
+}
+
+impl Demo {
+    async fn connect(url: &str, schema: Schema) -> anyhow::Result<Self> {
+        let pool = crate::db::connect(url, 4).await?;
+        let q = Arc::new(Queries::new(&schema));
+        let client = pool.get().await?;
+        outbox::migrate(&**client, &schema).await?;
+        client.batch_execute(&q.demo_create_orders).await?;
+        Ok(Self {
+            outbox: Outbox::with_schema(schema.clone()),
+            pool,
+            schema,
+            q,
+        })
+    }
+
+    fn relay_with(&self, config: RelayConfig) -> anyhow::Result<Relay<PostgresPublisher>> {
+        let store = Store::new(self.pool.clone(), self.schema.clone());
+        let publisher = PostgresPublisher::new(self.pool.clone(), self.q.clone(), &config.relay_id);
+        Ok(Relay::new(store, publisher, config)?)
+    }
+
+    /// The seed's CreateOrder, printing its line.
+    async fn create_order(&self) -> anyhow::Result<()> {
+        let (order_id, message_id) = self.insert_order().await?;
+        println!("order_id={order_id} outbox_message_id={message_id}");
+        Ok(())
+    }
+
+    async fn relay(&self) -> anyhow::Result<()> {
+        let relay = self.relay_with(RelayConfig {
+            batch_size: 10,
+            ..RelayConfig::default()
+        })?;
+        println!("{}", relay.run_once().await?);
+        let client = self.pool.get().await?;
+        let row = client.query_one(&self.q.demo_counts, &[]).await?;
+        println!(
+            "orders={} outbox_messages={} published_events={}",
+            row.get::<_, i64>(0),
+            row.get::<_, i64>(1),
+            row.get::<_, i64>(2)
+        );
+        Ok(())
+    }
+
+    async fn crash_window(&self) -> anyhow::Result<()> {
+        let client = self.pool.get().await?;
+        let unsettled: i64 = client.query_one(&self.q.demo_unsettled, &[]).await?.get(0);
+        if unsettled > 0 {
+            bail!(
+                "crash-window needs no other unsent messages in schema {}, found {unsettled}: run `outbox demo relay` first",
+                self.schema
+            );
+        }
+        let (_, message_id) = self.insert_order().await?;
+        println!("message_id={message_id}");
+        // Zero lease: the reaper treats the crashed claim as expired at once.
+        let relay = self.relay_with(RelayConfig {
+            batch_size: 1,
+            lease: Duration::ZERO,
+            ..RelayConfig::default()
+        })?;
+        let first = relay.claim_and_publish().await?;
+        println!(
+            "first_relay claimed={} published={} marked_sent=0 simulated_crash=true",
+            first.claimed(),
+            first.published()
+        );
+        drop(first); // the process "dies" here: published, never marked sent
+        let after_crash = self.published_count(message_id).await?;
+        let recovered = relay.reap().await?;
+        println!("published_after_crash={after_crash} recovered_processing={recovered}");
+        let second = relay.run_once().await?;
+        println!(
+            "second_relay claimed={} published={} marked_sent={}",
+            second.claimed, second.published, second.marked_sent
+        );
+        println!(
+            "published_after_retry={}",
+            self.published_count(message_id).await?
+        );
+        Ok(())
+    }
+
+    /// Inserts an order and its `order.created` event in one transaction:
+    /// both commit or neither does. Returns (order id, outbox message id).
+    async fn insert_order(&self) -> anyhow::Result<(i64, i64)> {
+        let mut client = self.pool.get().await?;
+        let tx = client.transaction().await?;
+        let order_no = format!("ORD-{}", uuid::Uuid::now_v7().simple());
+        let amount_cents: i64 = 1999;
+        let order_id: i64 = tx
+            .query_one(&self.q.demo_insert_order, &[&order_no, &amount_cents])
+            .await?
+            .get(0);
+        let payload = serde_json::json!({
+            "event_id": format!("order-{order_id}-created"),
+            "order_id": order_id,
+            "order_no": order_no,
+            "amount_cents": amount_cents,
+        });
+        let msg = NewMessage::new("order.created", "order", order_id.to_string(), &payload)?;
+        let enqueued = self.outbox.enqueue(&*tx, &msg).await?;
+        tx.commit().await?;
+        Ok((order_id, enqueued.id))
+    }
+
+    async fn published_count(&self, message_id: i64) -> anyhow::Result<i64> {
+        let client = self.pool.get().await?;
+        Ok(client
+            .query_one(&self.q.sink_count_for_message, &[&message_id])
+            .await?
+            .get(0))
+    }
+
+    /// An idempotent consumer: each delivery is handled in its own
+    /// transaction that also records the event id, so a redelivery is
+    /// recognised and skipped.
+    async fn consume(&self) -> anyhow::Result<()> {
+        let inbox = Inbox::with_schema(&self.schema);
+        let mut client = self.pool.get().await?;
+        let (mut processed, mut skipped, mut after) = (0u64, 0u64, 0i64);
+        loop {
+            let rows = client.query(&self.q.sink_read_after, &[&after]).await?;
+            if rows.is_empty() {
+                break;
+            }
+            for row in rows {
+                after = row.get(0);
+                let event_id: uuid::Uuid = row.get(1);
+                let topic: String = row.get(2);
+                let payload: serde_json::Value = row.get(3);
+                let tx = client.transaction().await?;
+                match inbox.record(&*tx, &event_id.to_string(), &topic).await? {
+                    Delivery::First => {
+                        let order_id = payload["order_id"]
+                            .as_i64()
+                            .context("order.created payload without order_id")?;
+                        tx.execute(&self.q.demo_confirm_order, &[&order_id]).await?;
+                        processed += 1;
+                    }
+                    Delivery::Duplicate => skipped += 1,
+                }
+                tx.commit().await?;
+            }
+        }
+        println!("processed={processed} duplicates_skipped={skipped}");
+        Ok(())
+    }
+
+    async fn tour(&self) -> anyhow::Result<()> {
+        let client = self.pool.get().await?;
+        let row = client.query_one(&self.q.demo_counts, &[]).await?;
+        let (orders, messages, published): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        if orders + messages + published > 0 {
+            bail!(
+                "schema {} already holds demo data; the tour needs a fresh schema: pass --schema <new name> or use a fresh database",
+                self.schema
+            );
+        }
+        println!("# outbox demo create-order (x3): order and event in one transaction");
+        for _ in 0..3 {
+            self.create_order().await?;
+        }
+        println!("# outbox demo relay: claim, publish, mark sent");
+        self.relay().await?;
+        println!("# outbox demo crash-window: published, crashed before marking, recovered, published again");
+        self.crash_window().await?;
+        println!("# outbox demo consume: the inbox processes each event once");
+        self.consume().await
+    }
+}

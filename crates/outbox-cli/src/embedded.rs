@@ -1,0 +1,170 @@
+//! A throwaway PostgreSQL for `outbox demo` without `DATABASE_URL`: a fresh
+//! cluster from the local installation's `initdb`/`pg_ctl` in a temporary
+//! directory, on a free loopback port, stopped and deleted on drop.
+
+use anyhow::{bail, Context};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// A running throwaway cluster.
+#[derive(Debug)]
+pub struct EmbeddedPostgres {
+    bin: PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    owner: Option<(u32, u32)>,
+}
+
+impl EmbeddedPostgres {
+    /// Starts a cluster, or explains why none can be started.
+    pub fn start() -> anyhow::Result<Self> {
+        let Some(bin) = find_bin_dir() else {
+            bail!(
+                "no database given and no local PostgreSQL installation (initdb, pg_ctl) found \
+                 to start a throwaway one: set DATABASE_URL, e.g. postgres://postgres@127.0.0.1:5432/postgres"
+            );
+        };
+        let dir = tempfile::Builder::new().prefix("outbox-pg-").tempdir()?;
+        // initdb refuses to run as root; run the server as `postgres` then.
+        let owner = if is_root() {
+            Some(postgres_user()?)
+        } else {
+            None
+        };
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))?;
+        }
+        let port = free_port()?;
+        let me = Self {
+            bin,
+            dir,
+            port,
+            owner,
+        };
+        let data = me.data_dir();
+        me.run(
+            "initdb",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-U".as_ref(),
+                "postgres".as_ref(),
+                "-A".as_ref(),
+                "trust".as_ref(),
+                "-E".as_ref(),
+                "UTF8".as_ref(),
+                "--no-sync".as_ref(),
+            ],
+        )?;
+        let opts = format!(
+            "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync=off",
+            me.dir.path().display()
+        );
+        let log = me.dir.path().join("server.log");
+        me.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-o".as_ref(),
+                opts.as_ref(),
+                "-l".as_ref(),
+                log.as_os_str(),
+                "-w".as_ref(),
+                "start".as_ref(),
+            ],
+        )?;
+        Ok(me)
+    }
+
+    /// The connection URL.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// Where the cluster lives.
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn run(&self, tool: &str, args: &[&std::ffi::OsStr]) -> anyhow::Result<()> {
+        let mut cmd = Command::new(self.bin.join(tool));
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some((uid, gid)) = self.owner {
+            cmd.uid(uid).gid(gid);
+        }
+        let out = cmd.output().with_context(|| format!("cannot run {tool}"))?;
+        if !out.status.success() {
+            bail!(
+                "{tool} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Drop for EmbeddedPostgres {
+    fn drop(&mut self) {
+        let data = self.data_dir();
+        let _ = self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-m".as_ref(),
+                "immediate".as_ref(),
+                "-w".as_ref(),
+                "stop".as_ref(),
+            ],
+        );
+        // TempDir's own drop removes the directory.
+    }
+}
+
+fn find_bin_dir() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .find(|p| p.join("initdb").is_file() && p.join("pg_ctl").is_file())
+    });
+    on_path.or_else(|| {
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+            .ok()?
+            .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+            .filter(|p| p.join("initdb").is_file())
+            .collect();
+        dirs.sort();
+        dirs.pop()
+    })
+}
+
+fn is_root() -> bool {
+    // The owner of /proc/self is the effective user; no unsafe libc call needed.
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self")
+        .map(|m| m.uid() == 0)
+        .unwrap_or(false)
+}
+
+fn postgres_user() -> anyhow::Result<(u32, u32)> {
+    let passwd = std::fs::read_to_string("/etc/passwd")?;
+    passwd
+        .lines()
+        .map(|l| l.split(':').collect::<Vec<_>>())
+        .find(|f| f.len() > 3 && f[0] == "postgres")
+        .and_then(|f| Some((f[2].parse().ok()?, f[3].parse().ok()?)))
+        .context("running as root, and there is no `postgres` user to run a throwaway PostgreSQL as; set DATABASE_URL")
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}

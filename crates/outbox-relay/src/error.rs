@@ -1,0 +1,26 @@
+/// Errors of the relay engine.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database returned an error or the connection failed.
+    #[error("database error: {0}")]
+    Database(#[from] tokio_postgres::Error),
+    /// No connection could be taken from the pool.
+    #[error("cannot connect to the database: {0}")]
+    Pool(#[from] deadpool_postgres::PoolError),
+    /// The outbox tables are missing in the schema.
+    #[error("schema {0} has no outbox tables; run `outbox migrate` (or outbox::migrate) first")]
+    NotMigrated(String),
+    /// A configuration value is out of range or malformed.
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    /// Building a publisher failed (bad URL, unknown scheme, ...).
+    #[error("publisher: {0}")]
+    Publisher(String),
+    /// An error of the `outbox` library (schema name, ...).
+    #[error(transparent)]
+    Outbox(#[from] outbox::Error),
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

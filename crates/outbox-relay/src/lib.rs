@@ -1,0 +1,41 @@
+//! The outbox relay engine: moves committed outbox rows to a broker, at
+//! least once.
+//!
+//! # Layout
+//! - [`store`]: every database call (the SQL text is in `outbox::sql`).
+//! - [`relay`]: the loop — claim (leased, `FOR UPDATE SKIP LOCKED`), publish
+//!   outside any transaction, settle in one statement guarded by the lease.
+//! - [`publisher`]: the [`Publisher`] trait and its typed errors.
+//! - [`publishers`]: one folder per destination, each behind a feature;
+//!   [`publishers::AnyPublisher`] is built from a `--publisher` URL.
+//! - [`retry`]: the backoff schedule, a pure function of (attempt, now).
+//! - [`clock`]: the injected clock.
+
+mod clock;
+mod error;
+mod message;
+pub mod publisher;
+pub mod publishers;
+pub mod relay;
+pub mod retry;
+pub mod store;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use error::{Error, Result};
+pub use message::Message;
+pub use publisher::{ErrorClass, Outcome, PublishError, Publisher};
+pub use relay::{PassStats, PublishedBatch, Relay, RelayConfig};
+pub use retry::RetryPolicy;
+pub use store::Store;
+
+/// Builds a connection pool for `url` (a libpq-style URL or key=value string).
+pub fn pool(url: &str, max_size: usize) -> Result<deadpool_postgres::Pool> {
+    let mut cfg = deadpool_postgres::Config::new();
+    cfg.url = Some(url.to_owned());
+    cfg.pool = Some(deadpool_postgres::PoolConfig::new(max_size));
+    cfg.create_pool(
+        Some(deadpool_postgres::Runtime::Tokio1),
+        tokio_postgres::NoTls,
+    )
+    .map_err(|e| Error::Config(format!("bad database URL: {e}")))
+}

@@ -1,0 +1,83 @@
+//! The extension point: a [`Publisher`] takes a batch and reports, per
+//! message, success or a failure classed retryable or permanent.
+
+use crate::Message;
+use std::future::Future;
+use std::time::Duration;
+
+/// Whether trying again can help.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// Transient: the destination is down, overloaded or timed out.
+    Retryable,
+    /// No retry will fix it: rejected payload, unknown destination, ...
+    Permanent,
+}
+
+/// A failed publication of one message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct PublishError {
+    /// Retryable or permanent.
+    pub class: ErrorClass,
+    /// What went wrong, stored in `last_error` / `dead_reason`.
+    pub message: String,
+    /// The destination asked to wait this long (HTTP `Retry-After`, ...).
+    pub retry_after: Option<Duration>,
+}
+
+impl PublishError {
+    /// A transient failure.
+    pub fn retryable(message: impl Into<String>) -> Self {
+        Self {
+            class: ErrorClass::Retryable,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// A failure no retry fixes.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self {
+            class: ErrorClass::Permanent,
+            message: message.into(),
+            retry_after: None,
+        }
+    }
+
+    /// Whether trying again can help.
+    pub fn is_retryable(&self) -> bool {
+        self.class == ErrorClass::Retryable
+    }
+}
+
+/// The outcome for one message of a batch.
+pub type Outcome = Result<(), PublishError>;
+
+/// A destination for outbox messages.
+///
+/// `publish` must return exactly one outcome per message, in batch order,
+/// and must only report `Ok` once the destination has durably accepted the
+/// message (a confirm, an ack, a committed insert).
+pub trait Publisher: Send + Sync {
+    /// Short name for logs and metrics (`postgres`, `redis`, ...).
+    fn name(&self) -> &str;
+
+    /// Publishes a batch.
+    fn publish(&self, batch: &[Message]) -> impl Future<Output = Vec<Outcome>> + Send;
+
+    /// Checks the destination is reachable.
+    fn check(&self) -> impl Future<Output = Result<(), PublishError>> + Send;
+}
+
+impl<P: Publisher> Publisher for std::sync::Arc<P> {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    fn publish(&self, batch: &[Message]) -> impl Future<Output = Vec<Outcome>> + Send {
+        (**self).publish(batch)
+    }
+    fn check(&self) -> impl Future<Output = Result<(), PublishError>> + Send {
+        (**self).check()
+    }
+}

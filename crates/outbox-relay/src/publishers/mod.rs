@@ -1,0 +1,105 @@
+//! The concrete publishers, one folder each, each behind a Cargo feature.
+//! [`AnyPublisher`] is what configuration builds from a `--publisher` URL.
+
+#[cfg(feature = "publisher-postgres")]
+pub mod postgres;
+
+use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
+use deadpool_postgres::Pool;
+use outbox::Schema;
+
+/// What a publisher may need from the relay's side when built from a URL.
+#[derive(Debug, Clone)]
+pub struct PublisherContext {
+    /// The outbox database's pool (the `postgres` publisher writes there).
+    pub pool: Pool,
+    /// The outbox schema.
+    pub schema: Schema,
+    /// The relay id, recorded by sinks that keep one.
+    pub relay_id: String,
+}
+
+/// Every publisher this build knows, chosen at run time.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyPublisher {
+    /// `postgres` or `postgres://...`: the `published_events` table.
+    #[cfg(feature = "publisher-postgres")]
+    Postgres(postgres::PostgresPublisher),
+}
+
+impl AnyPublisher {
+    /// Builds the publisher a `--publisher` value names: `postgres` (the
+    /// outbox database) or `postgres://…` / `postgresql://…` (another one).
+    pub async fn from_url(url: &str, ctx: &PublisherContext) -> Result<Self> {
+        let scheme = url.split_once("://").map_or(url, |(s, _)| s);
+        match scheme {
+            #[cfg(feature = "publisher-postgres")]
+            "postgres" | "postgresql" => Ok(Self::Postgres(
+                postgres::PostgresPublisher::from_url(url, ctx).await?,
+            )),
+            _ => Err(Error::Publisher(format!(
+                "unknown publisher {:?}: expected `postgres` or a postgres:// URL",
+                redact_url(url)
+            ))),
+        }
+    }
+}
+
+impl Publisher for AnyPublisher {
+    fn name(&self) -> &str {
+        match self {
+            #[cfg(feature = "publisher-postgres")]
+            Self::Postgres(p) => p.name(),
+        }
+    }
+
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        match self {
+            #[cfg(feature = "publisher-postgres")]
+            Self::Postgres(p) => p.publish(batch).await,
+        }
+    }
+
+    async fn check(&self) -> Result<(), PublishError> {
+        match self {
+            #[cfg(feature = "publisher-postgres")]
+            Self::Postgres(p) => p.check().await,
+        }
+    }
+}
+
+/// `url` with any password replaced by `***`, for logs and errors.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
+            if userinfo.contains(':') {
+                format!("{scheme}://{user}:***@{host}{tail}")
+            } else {
+                url.to_owned()
+            }
+        }
+        None => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn passwords_never_survive_redaction() {
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db:5432/x?sslmode=require"),
+            "postgres://app:***@db:5432/x?sslmode=require"
+        );
+        assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(redact_url("postgres"), "postgres");
+        assert!(!redact_url("amqp://u:p%40ss@h/").contains("p%40ss"));
+    }
+}

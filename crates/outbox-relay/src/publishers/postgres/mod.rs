@@ -1,0 +1,145 @@
+//! `postgres`: writes each message to `<schema>.published_events`, in the
+//! outbox database or (with a `postgres://` URL) in another one.
+//!
+//! The insert is its own transaction, never the claim's: publishing happens
+//! outside any outbox transaction, exactly as with a real broker.
+
+use super::PublisherContext;
+use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
+use deadpool_postgres::{Pool, Runtime};
+use outbox::sql::Queries;
+use std::sync::Arc;
+use tokio_postgres::NoTls;
+
+/// The PostgreSQL-table publisher.
+#[derive(Clone)]
+pub struct PostgresPublisher {
+    pool: Pool,
+    q: Arc<Queries>,
+    publisher: String,
+}
+
+impl std::fmt::Debug for PostgresPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresPublisher")
+            .field("publisher", &self.publisher)
+            .finish()
+    }
+}
+
+impl PostgresPublisher {
+    /// Writes into `published_events` of the schema `queries` were rendered
+    /// for, through `pool`; `publisher` fills the `publisher` column.
+    pub fn new(pool: Pool, queries: Arc<Queries>, publisher: impl Into<String>) -> Self {
+        Self {
+            pool,
+            q: queries,
+            publisher: publisher.into(),
+        }
+    }
+
+    /// `postgres` → the outbox database; `postgres://…` → that database, whose
+    /// sink table is created if missing.
+    pub async fn from_url(url: &str, ctx: &PublisherContext) -> Result<Self> {
+        let queries = Arc::new(Queries::new(&ctx.schema));
+        if !url.contains("://") {
+            return Ok(Self::new(ctx.pool.clone(), queries, &ctx.relay_id));
+        }
+        let mut cfg = deadpool_postgres::Config::new();
+        cfg.url = Some(url.to_owned());
+        let pool = cfg
+            .create_pool(Some(Runtime::Tokio1), NoTls)
+            .map_err(|e| Error::Publisher(format!("bad postgres sink URL: {e}")))?;
+        let me = Self::new(pool, queries, &ctx.relay_id);
+        me.ensure_sink().await?;
+        Ok(me)
+    }
+
+    /// Creates the sink table if it does not exist.
+    pub async fn ensure_sink(&self) -> Result<()> {
+        let client = self.pool.get().await?;
+        client.batch_execute(&self.q.sink_create).await?;
+        Ok(())
+    }
+
+    async fn insert(&self, batch: &[Message]) -> Result<(), PublishError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        let ids: Vec<i64> = batch.iter().map(|m| m.id).collect();
+        let event_ids: Vec<uuid::Uuid> = batch.iter().map(|m| m.event_id).collect();
+        let topics: Vec<&str> = batch.iter().map(|m| m.topic.as_str()).collect();
+        let payloads: Vec<&serde_json::Value> = batch.iter().map(|m| &m.payload).collect();
+        let stmt = client
+            .prepare_cached(&self.q.sink_insert)
+            .await
+            .map_err(|e| classify(&e))?;
+        client
+            .execute(
+                &stmt,
+                &[&ids, &event_ids, &topics, &payloads, &self.publisher],
+            )
+            .await
+            .map(drop)
+            .map_err(|e| classify(&e))
+    }
+}
+
+impl Publisher for PostgresPublisher {
+    fn name(&self) -> &str {
+        "postgres"
+    }
+
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        match self.insert(batch).await {
+            Ok(()) => vec![Ok(()); batch.len()],
+            // A permanent error in a multi-row insert may come from one bad
+            // row; insert one by one so only that row pays for it.
+            Err(e) if !e.is_retryable() && batch.len() > 1 => {
+                let mut outcomes = Vec::with_capacity(batch.len());
+                for m in batch {
+                    outcomes.push(self.insert(std::slice::from_ref(m)).await);
+                }
+                outcomes
+            }
+            Err(e) => vec![Err(e); batch.len()],
+        }
+    }
+
+    async fn check(&self) -> Result<(), PublishError> {
+        let client = self.pool.get().await.map_err(pool_error)?;
+        client
+            .simple_query("SELECT 1")
+            .await
+            .map(drop)
+            .map_err(|e| classify(&e))
+    }
+}
+
+fn pool_error(e: deadpool_postgres::PoolError) -> PublishError {
+    PublishError::retryable(format!("sink database unreachable: {e}"))
+}
+
+/// Classifies by SQLSTATE class: data (22), integrity (23) and syntax or
+/// access (42) errors are permanent; connection (08), operator intervention
+/// (57), transaction rollback (40), resources (53) and anything without a
+/// code (I/O, closed connection) are retryable.
+pub fn classify(e: &tokio_postgres::Error) -> PublishError {
+    let text = match e.as_db_error() {
+        Some(db) => format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        ),
+        None => e.to_string(),
+    };
+    match e.code().map(|c| c.code()) {
+        Some(code)
+            if ["22", "23", "42"]
+                .iter()
+                .any(|class| code.starts_with(class)) =>
+        {
+            PublishError::permanent(text)
+        }
+        _ => PublishError::retryable(text),
+    }
+}

@@ -1,0 +1,134 @@
+//! When a failed message is tried again.
+
+use chrono::{DateTime, Utc};
+use rand::Rng;
+use std::time::Duration;
+
+/// Retry schedule: the delay after the n-th failed attempt is `schedule[n-1]`
+/// (the last entry repeats), spread by ±`jitter` so a burst of failures does
+/// not come back as a burst.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RetryPolicy {
+    /// Delays after attempt 1, 2, ...; the last one repeats.
+    pub schedule: Vec<Duration>,
+    /// Fraction of each delay to randomise, in `[0, 1)`.
+    pub jitter: f64,
+    /// After this many attempts a retryable failure goes to `dead`.
+    pub max_attempts: i32,
+}
+
+impl Default for RetryPolicy {
+    /// `1s, 5s, 30s, 2m, 10m` (then 10m), ±10 % jitter, 10 attempts.
+    fn default() -> Self {
+        Self {
+            schedule: [1, 5, 30, 120, 600].map(Duration::from_secs).to_vec(),
+            jitter: 0.1,
+            max_attempts: 10,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Checks the policy is usable.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.schedule.is_empty() {
+            return Err("the backoff schedule is empty".into());
+        }
+        if !(0.0..1.0).contains(&self.jitter) {
+            return Err(format!("jitter must be in [0, 1), got {}", self.jitter));
+        }
+        if self.max_attempts < 1 {
+            return Err(format!(
+                "max attempts must be >= 1, got {}",
+                self.max_attempts
+            ));
+        }
+        Ok(())
+    }
+
+    /// The nominal delay after failed attempt number `attempt` (1-based).
+    pub fn delay(&self, attempt: i32) -> Duration {
+        let i = usize::try_from(attempt.max(1) - 1).unwrap_or(0);
+        self.schedule[i.min(self.schedule.len() - 1)]
+    }
+
+    /// When to try again after failed attempt `attempt`, seen at `now`.
+    pub fn next_run_at(&self, attempt: i32, now: DateTime<Utc>) -> DateTime<Utc> {
+        self.next_run_at_with(attempt, now, &mut rand::thread_rng())
+    }
+
+    /// As [`Self::next_run_at`], with the randomness supplied.
+    pub fn next_run_at_with(
+        &self,
+        attempt: i32,
+        now: DateTime<Utc>,
+        rng: &mut impl Rng,
+    ) -> DateTime<Utc> {
+        let base = self.delay(attempt).as_secs_f64();
+        let spread = if self.jitter > 0.0 {
+            rng.gen_range(-self.jitter..self.jitter)
+        } else {
+            0.0
+        };
+        let secs = base * (1.0 + spread);
+        now + chrono::Duration::microseconds((secs * 1e6) as i64)
+    }
+
+    /// Whether a retryable failure on attempt `attempt` has used up the budget.
+    pub fn exhausted(&self, attempt: i32) -> bool {
+        attempt >= self.max_attempts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Clock, ManualClock};
+
+    #[test]
+    fn follows_the_schedule_then_repeats_the_last_step() {
+        let p = RetryPolicy::default();
+        let secs: Vec<u64> = (1..=7).map(|a| p.delay(a).as_secs()).collect();
+        assert_eq!(secs, [1, 5, 30, 120, 600, 600, 600]);
+    }
+
+    #[test]
+    fn jitter_stays_within_bounds() {
+        let clock = ManualClock::new(Utc::now());
+        let p = RetryPolicy::default();
+        let now = clock.now();
+        for attempt in 1..=6 {
+            let nominal = p.delay(attempt).as_secs_f64();
+            for _ in 0..200 {
+                let d = (p.next_run_at(attempt, now) - now)
+                    .num_microseconds()
+                    .unwrap() as f64
+                    / 1e6;
+                assert!(
+                    d >= nominal * 0.9 - 1e-6 && d <= nominal * 1.1 + 1e-6,
+                    "{attempt}: {d}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn no_jitter_is_exact() {
+        let p = RetryPolicy {
+            jitter: 0.0,
+            ..RetryPolicy::default()
+        };
+        let now = Utc::now();
+        assert_eq!(p.next_run_at(2, now), now + chrono::Duration::seconds(5));
+    }
+
+    #[test]
+    fn budget() {
+        let p = RetryPolicy {
+            max_attempts: 3,
+            ..RetryPolicy::default()
+        };
+        assert!(!p.exhausted(2));
+        assert!(p.exhausted(3));
+    }
+}

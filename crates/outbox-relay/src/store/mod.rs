@@ -1,0 +1,229 @@
+//! Every database call of the relay, one function per statement. The SQL
+//! text itself lives in [`outbox::sql::Queries`]; this module binds
+//! parameters and decodes rows. The relay loop holds no SQL.
+
+use crate::{Error, Message, Result};
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+use outbox::{sql::Queries, Schema};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_postgres::Row;
+
+/// The relay's handle on the outbox tables of one schema.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+    schema: Schema,
+    q: Arc<Queries>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+/// Who holds a claim: the relay id and the claim's `locked_at`. Settling
+/// requires both to match, so a relay whose rows were reaped and re-claimed
+/// (even by a relay of the same id) cannot settle them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    /// `locked_by`.
+    pub relay_id: String,
+    /// `locked_at` written by the claim.
+    pub locked_at: DateTime<Utc>,
+}
+
+/// Parameters of [`Store::claim_messages`].
+#[derive(Debug, Clone)]
+pub struct ClaimParams<'a> {
+    /// At most this many rows.
+    pub limit: i64,
+    /// Written to `locked_by`.
+    pub relay_id: &'a str,
+}
+
+/// A claimed batch: messages in id order and the lease they share.
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    /// The claimed rows.
+    pub messages: Vec<Message>,
+    /// `None` when nothing was claimed.
+    pub lease: Option<Lease>,
+}
+
+/// Parameters of [`Store::settle_messages`].
+#[derive(Debug, Clone, Default)]
+pub struct SettleParams {
+    /// Published: move to `messages_sent`.
+    pub sent: Vec<i64>,
+    /// Retry later: `(id, error, next_run_at)`.
+    pub failed: Vec<(i64, String, DateTime<Utc>)>,
+    /// Give up: `(id, reason)`.
+    pub dead: Vec<(i64, String)>,
+}
+
+/// Rows actually settled (rows whose lease was lost are not counted).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Settled {
+    /// Marked sent.
+    pub sent: u64,
+    /// Marked failed, to be retried.
+    pub failed: u64,
+    /// Marked dead.
+    pub dead: u64,
+}
+
+impl Store {
+    /// A store over `pool` for the outbox in `schema`.
+    pub fn new(pool: Pool, schema: Schema) -> Self {
+        Self {
+            q: Arc::new(Queries::new(&schema)),
+            pool,
+            schema,
+        }
+    }
+
+    /// The schema.
+    pub fn schema(&self) -> &Schema {
+        &self.schema
+    }
+
+    /// The statements of this schema.
+    pub fn queries(&self) -> &Queries {
+        &self.q
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// Fails with [`Error::NotMigrated`] if the outbox tables are missing.
+    pub async fn check_migrated(&self) -> Result<()> {
+        let client = self.pool.get().await?;
+        let table = format!("{}.messages", self.schema.quoted());
+        let row = client
+            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
+            .await?;
+        if row.get::<_, bool>(0) {
+            Ok(())
+        } else {
+            Err(Error::NotMigrated(self.schema.to_string()))
+        }
+    }
+
+    /// Claims up to `limit` due messages in one statement.
+    pub async fn claim_messages(&self, p: ClaimParams<'_>) -> Result<Claimed> {
+        let client = self.pool.get().await?;
+        let stmt = client.prepare_cached(&self.q.claim).await?;
+        let rows = client.query(&stmt, &[&p.limit, &p.relay_id]).await?;
+        let lease = rows.first().map(|r| Lease {
+            relay_id: p.relay_id.to_owned(),
+            locked_at: r.get(11),
+        });
+        let mut messages: Vec<Message> = rows.iter().map(message_from_row).collect();
+        // UPDATE ... RETURNING does not keep the CTE's order.
+        messages.sort_unstable_by_key(|m| m.id);
+        Ok(Claimed { messages, lease })
+    }
+
+    /// Settles a batch in one statement, guarded by the lease.
+    pub async fn settle_messages(&self, lease: &Lease, p: &SettleParams) -> Result<Settled> {
+        let client = self.pool.get().await?;
+        let stmt = client.prepare_cached(&self.q.settle).await?;
+        let failed_ids: Vec<i64> = p.failed.iter().map(|f| f.0).collect();
+        let failed_errors: Vec<&str> = p.failed.iter().map(|f| f.1.as_str()).collect();
+        let failed_next: Vec<DateTime<Utc>> = p.failed.iter().map(|f| f.2).collect();
+        let (dead_ids, dead_reasons): (Vec<i64>, Vec<&str>) =
+            p.dead.iter().map(|(id, r)| (*id, r.as_str())).unzip();
+        let row = client
+            .query_one(
+                &stmt,
+                &[
+                    &p.sent,
+                    &lease.relay_id,
+                    &lease.locked_at,
+                    &failed_ids,
+                    &failed_errors,
+                    &failed_next,
+                    &dead_ids,
+                    &dead_reasons,
+                ],
+            )
+            .await?;
+        let count = |i| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+        Ok(Settled {
+            sent: count(0),
+            failed: count(1),
+            dead: count(2),
+        })
+    }
+
+    /// Returns `processing` rows whose claim is older than `lease` to
+    /// `pending`; live claims are left alone. Returns the recovered ids.
+    pub async fn reap_expired_leases(&self, lease: Duration) -> Result<Vec<i64>> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(&self.q.reap_expired, &[&lease.as_secs_f64()])
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// Message counts by status.
+    pub async fn count_messages_by_status(&self) -> Result<BTreeMap<String, i64>> {
+        let client = self.pool.get().await?;
+        let rows = client.query(&self.q.count_by_status, &[]).await?;
+        let mut counts: BTreeMap<String, i64> = ["pending", "processing", "failed", "dead", "sent"]
+            .iter()
+            .map(|s| (s.to_string(), 0))
+            .collect();
+        for r in rows {
+            *counts.entry(r.get(0)).or_default() += r.get::<_, i64>(1);
+        }
+        Ok(counts)
+    }
+
+    /// Age of the oldest message waiting to be published, if any.
+    pub async fn oldest_pending_age(&self) -> Result<Option<Duration>> {
+        let client = self.pool.get().await?;
+        let row = client.query_opt(&self.q.oldest_pending_age, &[]).await?;
+        Ok(row.map(|r| Duration::from_secs_f64(r.get::<_, f64>(0).max(0.0))))
+    }
+}
+
+fn message_from_row(r: &Row) -> Message {
+    let headers: serde_json::Value = r.get(8);
+    Message {
+        id: r.get(0),
+        event_id: r.get(1),
+        event_type: r.get(2),
+        event_version: r.get(3),
+        aggregate_type: r.get(4),
+        aggregate_id: r.get(5),
+        topic: r.get(6),
+        payload: r.get(7),
+        headers: headers_from_json(headers),
+        attempts: r.get(9),
+        created_at: r.get(10),
+    }
+}
+
+/// Headers written by plain SQL may hold non-string values; carry those as
+/// their JSON text rather than dropping them.
+fn headers_from_json(v: serde_json::Value) -> BTreeMap<String, String> {
+    match v {
+        serde_json::Value::Object(map) => map
+            .into_iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => (k, s),
+                other => (k, other.to_string()),
+            })
+            .collect(),
+        _ => BTreeMap::new(),
+    }
+}

@@ -1,0 +1,80 @@
+use std::fmt;
+
+/// Everything that can go wrong in the `outbox` library.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A schema (or other SQL identifier) name that is not a plain lowercase
+    /// identifier. Names are spliced into SQL, so only `[a-z_][a-z0-9_]*`
+    /// (at most 63 bytes, not starting with `pg_`) is accepted.
+    #[error("invalid schema name {name:?}: {reason}")]
+    InvalidIdentifier {
+        /// The rejected name.
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
+    /// A message that cannot be enqueued; nothing was written.
+    #[error("invalid message: {0}")]
+    InvalidMessage(InvalidMessage),
+    /// The payload could not be serialized to JSON; nothing was written.
+    #[error("payload is not serializable to JSON: {0}")]
+    Serialize(#[from] serde_json::Error),
+    /// The database returned an error.
+    #[error("database error: {0}")]
+    Database(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+}
+
+/// Why a [`crate::NewMessage`] was refused before anything was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InvalidMessage {
+    /// `topic` is empty or only whitespace.
+    EmptyTopic,
+    /// `event_type` is empty or only whitespace.
+    EmptyEventType,
+    /// `aggregate_type` is empty.
+    EmptyAggregateType,
+    /// The serialized payload is larger than the configured limit.
+    PayloadTooLarge {
+        /// Serialized size in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+    /// `event_version` must be at least 1.
+    BadVersion(i32),
+    /// A text field contains a NUL byte, which PostgreSQL cannot store.
+    NulByte(&'static str),
+    /// Two messages in one `enqueue_many` call share an event_id.
+    DuplicateEventId(uuid::Uuid),
+}
+
+impl fmt::Display for InvalidMessage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::EmptyTopic => f.write_str("topic is empty"),
+            Self::EmptyEventType => f.write_str("event_type is empty"),
+            Self::EmptyAggregateType => f.write_str("aggregate_type is empty"),
+            Self::PayloadTooLarge { size, limit } => {
+                write!(
+                    f,
+                    "payload is {size} bytes, over the limit of {limit} bytes"
+                )
+            }
+            Self::BadVersion(v) => write!(f, "event_version must be >= 1, got {v}"),
+            Self::NulByte(field) => write!(f, "{field} contains a NUL byte"),
+            Self::DuplicateEventId(id) => write!(f, "event_id {id} appears twice in one batch"),
+        }
+    }
+}
+
+impl Error {
+    /// Wraps a driver error.
+    pub fn database(e: impl std::error::Error + Send + Sync + 'static) -> Self {
+        Self::Database(Box::new(e))
+    }
+}
+
+/// Result alias for this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

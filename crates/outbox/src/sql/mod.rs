@@ -1,0 +1,18 @@
+//! All SQL of the project, in one place.
+//!
+//! Statements are plain text with a `{schema}` token, rendered once per
+//! validated [`Schema`] into a [`Queries`] value; values are always bound
+//! parameters. Migrations are the numbered files in `sql/migrations/`.
+
+mod migrations;
+mod queries;
+
+pub use migrations::{migrate_script, Migration, MIGRATIONS};
+pub use queries::Queries;
+
+use crate::Schema;
+
+/// Replaces the `{schema}` token with the quoted schema name.
+pub(crate) fn render(template: &str, schema: &Schema) -> String {
+    template.replace("{schema}", &schema.quoted())
+}

@@ -1,0 +1,167 @@
+//! Every statement the library, the relay and the demo run, rendered once
+//! per schema. Each field documents its parameters and result columns.
+
+use super::render;
+use crate::Schema;
+
+/// Columns the relay reads for each claimed message, in this order.
+const CLAIM_COLUMNS: &str = "m.id, m.event_id, m.event_type, m.event_version, m.aggregate_type, \
+     m.aggregate_id, m.topic, m.payload, m.headers, m.attempts, m.created_at, m.locked_at";
+
+/// All statements for one schema.
+#[derive(Debug, Clone)]
+pub struct Queries {
+    /// Enqueue one message. `$1 uuid event_id, $2 event_type, $3 int4 version,
+    /// $4 aggregate_type, $5 aggregate_id, $6 topic, $7 jsonb payload, $8 jsonb headers`
+    /// → `id`.
+    pub enqueue_one: String,
+    /// Enqueue many in one round trip: the same eight parameters as arrays
+    /// → `(id, event_id)` per row.
+    pub enqueue_many: String,
+    /// Inbox: `$1 event_id text, $2 topic` → rows affected (1 first time, 0 duplicate).
+    pub inbox_record: String,
+
+    /// Claim a batch: `$1 int8 limit, $2 relay id` → [`CLAIM_COLUMNS`].
+    /// Claimable means pending, or failed and due. `SKIP LOCKED` lets many
+    /// relays claim disjoint batches without waiting on each other.
+    pub claim: String,
+    /// Settle a batch in one round trip. The lease is `(locked_by, locked_at)`:
+    /// `$1 int8[] sent ids, $2 relay id, $3 timestamptz claimed locked_at,
+    /// $4 int8[] failed ids, $5 text[] errors, $6 timestamptz[] next_run_at,
+    /// $7 int8[] dead ids, $8 text[] reasons` → `(sent, failed, dead)` counts of
+    /// rows actually settled. Rows whose lease is no longer ours are left alone.
+    /// Sent rows move to `messages_sent` in the same statement.
+    pub settle: String,
+    /// Lease reaper: `$1 float8 lease seconds` → ids of `processing` rows whose
+    /// claim is older than the lease, now `pending` again.
+    pub reap_expired: String,
+
+    /// Counts by status (hot table and sent table): → `(status, count)`.
+    pub count_by_status: String,
+    /// Age in seconds of the oldest claimable message, or no row.
+    pub oldest_pending_age: String,
+
+    /// PostgreSQL sink: `$1 int8[] message ids, $2 uuid[] event ids,
+    /// $3 text[] topics, $4 jsonb[] payloads, $5 publisher name`.
+    pub sink_insert: String,
+    /// Creates the sink table where it does not exist (a sink database apart
+    /// from the outbox).
+    pub sink_create: String,
+    /// Number of sink rows for `$1 int8` message id.
+    pub sink_count_for_message: String,
+    /// Sink rows in id order after `$1 int8` (exclusive): `(id, event_id, topic, payload)`.
+    pub sink_read_after: String,
+
+    /// Demo: create the business table.
+    pub demo_create_orders: String,
+    /// Demo: `$1 order_no, $2 int8 amount_cents` → `id`.
+    pub demo_insert_order: String,
+    /// Demo: `(orders, outbox messages, published events)` counts.
+    pub demo_counts: String,
+    /// Demo: number of rows in `<schema>.messages` that are claimable or claimed.
+    pub demo_unsettled: String,
+    /// Demo consumer's business effect: `$1 int8` order id.
+    pub demo_confirm_order: String,
+}
+
+impl Queries {
+    /// Renders every statement for `schema`.
+    pub fn new(schema: &Schema) -> Self {
+        let r = |t: &str| render(t, schema);
+        Self {
+            enqueue_one: r("INSERT INTO {schema}.messages \
+                 (event_id, event_type, event_version, aggregate_type, aggregate_id, topic, payload, headers) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id"),
+            enqueue_many: r("INSERT INTO {schema}.messages \
+                 (event_id, event_type, event_version, aggregate_type, aggregate_id, topic, payload, headers) \
+                 SELECT * FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::text[], $5::text[], \
+                                      $6::text[], $7::jsonb[], $8::jsonb[]) \
+                 RETURNING id, event_id"),
+            inbox_record: r("INSERT INTO {schema}.processed_events (event_id, topic) VALUES ($1, $2) \
+                 ON CONFLICT (event_id) DO NOTHING"),
+            claim: r(&format!(
+                "WITH c AS ( \
+                   SELECT id FROM {{schema}}.messages \
+                    WHERE status IN ('pending', 'failed') AND next_run_at <= now() \
+                    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) \
+                 UPDATE {{schema}}.messages m \
+                    SET status = 'processing', attempts = m.attempts + 1, \
+                        locked_by = $2, locked_at = now() \
+                   FROM c WHERE m.id = c.id \
+                 RETURNING {CLAIM_COLUMNS}"
+            )),
+            settle: r("WITH sent AS ( \
+                   DELETE FROM {schema}.messages \
+                    WHERE id = ANY($1::int8[]) AND status = 'processing' \
+                      AND locked_by = $2 AND locked_at = $3 \
+                   RETURNING *), \
+                 moved AS ( \
+                   INSERT INTO {schema}.messages_sent \
+                     (id, event_id, event_type, event_version, aggregate_type, aggregate_id, topic, \
+                      payload, headers, attempts, next_run_at, locked_by, locked_at, last_error, \
+                      created_at, sent_at) \
+                   SELECT id, event_id, event_type, event_version, aggregate_type, aggregate_id, topic, \
+                          payload, headers, attempts, next_run_at, locked_by, locked_at, last_error, \
+                          created_at, now() \
+                     FROM sent \
+                   RETURNING 1), \
+                 failed AS ( \
+                   UPDATE {schema}.messages m \
+                      SET status = 'failed', locked_by = NULL, locked_at = NULL, \
+                          last_error = f.error, next_run_at = f.next_run_at \
+                     FROM unnest($4::int8[], $5::text[], $6::timestamptz[]) AS f(id, error, next_run_at) \
+                    WHERE m.id = f.id AND m.status = 'processing' \
+                      AND m.locked_by = $2 AND m.locked_at = $3 \
+                   RETURNING 1), \
+                 dead AS ( \
+                   UPDATE {schema}.messages m \
+                      SET status = 'dead', locked_by = NULL, locked_at = NULL, \
+                          last_error = d.reason, dead_reason = d.reason, dead_at = now() \
+                     FROM unnest($7::int8[], $8::text[]) AS d(id, reason) \
+                    WHERE m.id = d.id AND m.status = 'processing' \
+                      AND m.locked_by = $2 AND m.locked_at = $3 \
+                   RETURNING 1) \
+                 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM failed), \
+                        (SELECT count(*) FROM dead)"),
+            reap_expired: r("UPDATE {schema}.messages \
+                    SET status = 'pending', locked_by = NULL, locked_at = NULL \
+                  WHERE status = 'processing' \
+                    AND locked_at < now() - $1::float8 * interval '1 second' \
+                 RETURNING id"),
+            count_by_status: r("SELECT status, count(*) FROM {schema}.messages GROUP BY status \
+                 UNION ALL SELECT 'sent', count(*) FROM {schema}.messages_sent"),
+            oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 \
+                   FROM {schema}.messages WHERE status IN ('pending', 'failed') \
+                  ORDER BY id LIMIT 1"),
+            sink_insert: r("INSERT INTO {schema}.published_events \
+                 (message_id, event_id, topic, payload, publisher) \
+                 SELECT m, e, t, p, $5 \
+                   FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::jsonb[]) AS u(m, e, t, p)"),
+            sink_create: r("CREATE SCHEMA IF NOT EXISTS {schema}; \
+                 CREATE TABLE IF NOT EXISTS {schema}.published_events ( \
+                   id BIGSERIAL PRIMARY KEY, message_id BIGINT NOT NULL, event_id UUID NOT NULL, \
+                   topic TEXT NOT NULL, payload JSONB NOT NULL, publisher TEXT NOT NULL, \
+                   created_at TIMESTAMPTZ NOT NULL DEFAULT now())"),
+            sink_count_for_message: r(
+                "SELECT count(*) FROM {schema}.published_events WHERE message_id = $1",
+            ),
+            sink_read_after: r("SELECT id, event_id, topic, payload FROM {schema}.published_events \
+                  WHERE id > $1 ORDER BY id LIMIT 1000"),
+            demo_create_orders: r("CREATE TABLE IF NOT EXISTS {schema}.demo_orders ( \
+                   id BIGSERIAL PRIMARY KEY, order_no TEXT NOT NULL UNIQUE, \
+                   amount_cents BIGINT NOT NULL CHECK (amount_cents > 0), \
+                   status TEXT NOT NULL DEFAULT 'created', \
+                   created_at TIMESTAMPTZ NOT NULL DEFAULT now())"),
+            demo_insert_order: r("INSERT INTO {schema}.demo_orders (order_no, amount_cents) \
+                 VALUES ($1, $2) RETURNING id"),
+            demo_counts: r("SELECT (SELECT count(*) FROM {schema}.demo_orders), \
+                        (SELECT count(*) FROM {schema}.all_messages), \
+                        (SELECT count(*) FROM {schema}.published_events)"),
+            demo_unsettled: r("SELECT count(*) FROM {schema}.messages \
+                  WHERE status IN ('pending', 'failed', 'processing')"),
+            demo_confirm_order: r(
+                "UPDATE {schema}.demo_orders SET status = 'confirmed' WHERE id = $1",
+            ),
+        }
+    }
+}
