@@ -12,6 +12,7 @@
 //! - [`clock`]: the injected clock.
 
 mod clock;
+pub mod envelope;
 mod error;
 mod message;
 pub mod publisher;
@@ -21,6 +22,7 @@ pub mod retry;
 pub mod store;
 
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use envelope::Envelope;
 pub use error::{Error, Result};
 pub use message::Message;
 pub use publisher::{ErrorClass, Outcome, PublishError, Publisher};

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Checks that each local service the tests use is up, and starts it if not,
+# with the same command the machine uses at boot. Sourced by scripts/test.sh;
+# `scripts/services.sh postgres redis` also works on its own.
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+wait_port() { # name port seconds
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    port_open "$2" && return 0
+    sleep 0.1
+  done
+  echo "services: $1 did not come up on port $2 within $3 s" >&2
+  return 1
+}
+
+ensure_postgres() {
+  if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then return 0; fi
+  echo "services: starting PostgreSQL" >&2
+  pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start
+  local i
+  for ((i = 0; i < 300; i++)); do
+    pg_isready -q -h 127.0.0.1 -p 5432 && return 0
+    sleep 0.1
+  done
+  echo "services: PostgreSQL did not become ready" >&2
+  return 1
+}
+
+ensure_redis() {
+  port_open 6379 && return 0
+  echo "services: starting Redis" >&2
+  mkdir -p /var/lib/redis /var/log/redis
+  redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
+    --dir /var/lib/redis --logfile /var/log/redis/ci.log
+  wait_port Redis 6379 30
+}
+
+ensure_rabbitmq() {
+  port_open 5672 && return 0
+  echo "services: starting RabbitMQ" >&2
+  rabbitmq-server -detached
+  wait_port RabbitMQ 5672 120
+}
+
+ensure_nats() {
+  port_open 4222 && return 0
+  echo "services: starting NATS" >&2
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
+    -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
+  wait_port NATS 4222 30
+}
+
+ensure_mosquitto() {
+  port_open 1883 && return 0
+  echo "services: starting Mosquitto" >&2
+  mosquitto -d -c /etc/mosquitto/mosquitto.conf
+  wait_port Mosquitto 1883 30
+}
+
+ensure_services() {
+  local s
+  for s in "$@"; do "ensure_$s" || return 1; done
+}
+
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then
+  set -euo pipefail
+  ensure_services "${@:-postgres}"
+fi
