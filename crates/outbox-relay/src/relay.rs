@@ -22,10 +22,20 @@ pub struct RelayConfig {
     pub lease: Duration,
     /// When failed messages are retried, and how often.
     pub retry: RetryPolicy,
-    /// Sleep when a pass found nothing to do.
+    /// Sleep when a pass found nothing to do (NOTIFY wakes the relay
+    /// earlier; without NOTIFY this is the poll interval).
     pub idle_sleep: Duration,
     /// How often `run` looks for expired leases.
     pub reap_interval: Duration,
+    /// LISTEN for the producers' NOTIFY to wake up at once; off for
+    /// transaction-mode PgBouncer.
+    pub notify: bool,
+    /// Claim/publish pipelines run in parallel.
+    pub concurrency: usize,
+    /// At most this many messages per second, if set.
+    pub rate_limit: Option<u32>,
+    /// Archive sent rows older than this, periodically, if set.
+    pub archive_after: Option<Duration>,
 }
 
 impl Default for RelayConfig {
@@ -35,8 +45,12 @@ impl Default for RelayConfig {
             batch_size: 500,
             lease: Duration::from_secs(300),
             retry: RetryPolicy::default(),
-            idle_sleep: Duration::from_millis(200),
+            idle_sleep: Duration::from_secs(1),
             reap_interval: Duration::from_secs(30),
+            notify: true,
+            concurrency: 1,
+            rate_limit: None,
+            archive_after: None,
         }
     }
 }
@@ -56,6 +70,12 @@ impl RelayConfig {
         }
         if self.idle_sleep.is_zero() {
             return bad("idle sleep must be positive".into());
+        }
+        if !(1..=64).contains(&self.concurrency) {
+            return bad(format!("concurrency must be 1..=64, got {}", self.concurrency));
+        }
+        if self.rate_limit == Some(0) {
+            return bad("rate limit must be positive (omit it for no limit)".into());
         }
         if self.reap_interval.is_zero() {
             return bad("reap interval must be positive".into());
