@@ -3,7 +3,7 @@
 #[non_exhaustive]
 pub enum Error {
     /// The database returned an error or the connection failed.
-    #[error("database error: {0}")]
+    #[error("database error: {}", outbox::describe_tokio_postgres(.0))]
     Database(#[from] tokio_postgres::Error),
     /// No connection could be taken from the pool.
     #[error("cannot connect to the database: {0}")]

@@ -21,8 +21,14 @@ pub enum Error {
     #[error("payload is not serializable to JSON: {0}")]
     Serialize(#[from] serde_json::Error),
     /// The database returned an error.
-    #[error("database error: {0}")]
-    Database(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+    #[error("database error: {message}")]
+    Database {
+        /// The server's message (with SQLSTATE) or the driver's.
+        message: String,
+        /// The driver's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
 }
 
 /// Why a [`crate::NewMessage`] was refused before anything was written.
@@ -70,11 +76,36 @@ impl fmt::Display for InvalidMessage {
 }
 
 impl Error {
-    /// Wraps a driver error.
+    /// Wraps a driver error, keeping its message readable.
     pub fn database(e: impl std::error::Error + Send + Sync + 'static) -> Self {
-        Self::Database(Box::new(e))
+        Self::Database {
+            message: e.to_string(),
+            source: Box::new(e),
+        }
+    }
+
+    /// Wraps a tokio-postgres error: its `Display` says only "db error", so
+    /// the server's message and SQLSTATE are taken from the error itself.
+    #[cfg(feature = "tokio-postgres")]
+    pub fn from_tokio_postgres(e: tokio_postgres::Error) -> Self {
+        Self::Database {
+            message: describe_tokio_postgres(&e),
+            source: Box::new(e),
+        }
     }
 }
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A readable one-line description of a tokio-postgres error.
+#[cfg(feature = "tokio-postgres")]
+pub fn describe_tokio_postgres(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => match std::error::Error::source(e) {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
+    }
+}

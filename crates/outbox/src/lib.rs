@@ -36,6 +36,8 @@ mod schema;
 pub mod sql;
 
 pub use driver::Executor;
+#[cfg(feature = "tokio-postgres")]
+pub use error::describe_tokio_postgres;
 pub use error::{Error, InvalidMessage, Result};
 pub use inbox::{Delivery, Inbox};
 pub use message::{Enqueued, NewMessage};

@@ -24,7 +24,7 @@ impl<C: GenericClient + Sync> Executor for &C {
         let row = self
             .query_typed_one(sql, &params)
             .await
-            .map_err(Error::database)?;
+            .map_err(Error::from_tokio_postgres)?;
         Ok(Enqueued {
             id: row.get(0),
             event_id: c.event_id[0],
@@ -45,7 +45,7 @@ impl<C: GenericClient + Sync> Executor for &C {
         let rows = self
             .query_typed(sql, &params)
             .await
-            .map_err(Error::database)?;
+            .map_err(Error::from_tokio_postgres)?;
         let returned = rows.iter().map(|r| Enqueued {
             id: r.get(0),
             event_id: r.get(1),
@@ -56,10 +56,10 @@ impl<C: GenericClient + Sync> Executor for &C {
     async fn execute_text(self, sql: &str, a: &str, b: &str) -> Result<u64> {
         self.execute_typed(sql, &[(&a, Type::TEXT), (&b, Type::TEXT)])
             .await
-            .map_err(Error::database)
+            .map_err(Error::from_tokio_postgres)
     }
 
     async fn execute_script(self, sql: &str) -> Result<()> {
-        self.batch_execute(sql).await.map_err(Error::database)
+        self.batch_execute(sql).await.map_err(Error::from_tokio_postgres)
     }
 }
