@@ -174,7 +174,8 @@ impl Envelope {
 fn is_extension_name(k: &str) -> bool {
     !k.is_empty()
         && k.len() <= 20
-        && k.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && k.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
 }
 
 #[cfg(test)]
@@ -224,8 +225,12 @@ mod tests {
     #[test]
     fn binary_mode_prefixes_attributes() {
         let h = envelope().binary_headers(DEFAULT_SOURCE);
-        assert!(h.iter().any(|(k, v)| k == "ce-type" && v == "order.created"));
+        assert!(h
+            .iter()
+            .any(|(k, v)| k == "ce-type" && v == "order.created"));
         assert!(h.iter().any(|(k, _)| k == "ce-traceparent"));
-        assert!(h.iter().any(|(k, v)| k == "content-type" && v == "application/json"));
+        assert!(h
+            .iter()
+            .any(|(k, v)| k == "content-type" && v == "application/json"));
     }
 }

@@ -72,7 +72,10 @@ impl RelayConfig {
             return bad("idle sleep must be positive".into());
         }
         if !(1..=64).contains(&self.concurrency) {
-            return bad(format!("concurrency must be 1..=64, got {}", self.concurrency));
+            return bad(format!(
+                "concurrency must be 1..=64, got {}",
+                self.concurrency
+            ));
         }
         if self.rate_limit == Some(0) {
             return bad("rate limit must be positive (omit it for no limit)".into());

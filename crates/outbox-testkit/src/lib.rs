@@ -47,7 +47,13 @@ impl TestSchema {
     pub async fn unmigrated(label: &str) -> Self {
         let label: String = label
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '_'
+                }
+            })
             .take(40)
             .collect();
         let name = format!("t_{label}_{:08x}", rand::random::<u32>());
@@ -66,7 +72,11 @@ impl TestSchema {
     pub async fn count(&self, sql: &str) -> i64 {
         let sql = sql.replace("{schema}", &self.schema.quoted());
         let client = self.pool.get().await.expect("connect");
-        client.query_one(sql.as_str(), &[]).await.expect(&sql).get(0)
+        client
+            .query_one(sql.as_str(), &[])
+            .await
+            .expect(&sql)
+            .get(0)
     }
 
     /// Runs statements (with `{schema}` replaced).
@@ -80,7 +90,10 @@ impl TestSchema {
 impl Drop for TestSchema {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("test failed: schema {} left in place for inspection", self.schema);
+            eprintln!(
+                "test failed: schema {} left in place for inspection",
+                self.schema
+            );
             return;
         }
         // Drop on a plain connection of our own: the pool's runtime may be
@@ -88,9 +101,14 @@ impl Drop for TestSchema {
         let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema.quoted());
         let url = database_url();
         let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
             rt.block_on(async {
-                let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls).await.ok()?;
+                let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .ok()?;
                 tokio::spawn(conn);
                 client.batch_execute(&sql).await.ok()
             })

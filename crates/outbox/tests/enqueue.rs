@@ -7,9 +7,17 @@ use serde_json::json;
 use sqlx::Connection;
 
 fn order(i: i64) -> NewMessage {
-    NewMessage::new("order.created", "order", i.to_string(), &json!({"order_id": i}))
-        .unwrap()
-        .header("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+    NewMessage::new(
+        "order.created",
+        "order",
+        i.to_string(),
+        &json!({"order_id": i}),
+    )
+    .unwrap()
+    .header(
+        "traceparent",
+        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    )
 }
 
 async fn tokio_client() -> tokio_postgres::Client {
@@ -93,7 +101,10 @@ async fn enqueue_many_returns_ids_in_input_order() {
     for (i, e) in enqueued.iter().enumerate() {
         let aggregate_id: String = client
             .query_one(
-                &format!("SELECT aggregate_id FROM {}.messages WHERE id = $1 AND event_id = $2", t.schema.quoted()),
+                &format!(
+                    "SELECT aggregate_id FROM {}.messages WHERE id = $1 AND event_id = $2",
+                    t.schema.quoted()
+                ),
                 &[&e.id, &e.event_id],
             )
             .await
@@ -111,16 +122,28 @@ async fn bad_input_is_refused_before_anything_is_written() {
 
     let empty_topic = order(1).topic("");
     let err = outbox.enqueue(&client, &empty_topic).await.unwrap_err();
-    assert!(matches!(err, Error::InvalidMessage(InvalidMessage::EmptyTopic)), "{err}");
+    assert!(
+        matches!(err, Error::InvalidMessage(InvalidMessage::EmptyTopic)),
+        "{err}"
+    );
 
     let big = NewMessage::new("t", "a", "1", &"x".repeat(100)).unwrap();
     let err = outbox
         .enqueue_many(&client, &[order(2), big])
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::InvalidMessage(InvalidMessage::PayloadTooLarge { limit: 64, .. })), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error::InvalidMessage(InvalidMessage::PayloadTooLarge { limit: 64, .. })
+        ),
+        "{err}"
+    );
 
-    assert_eq!(t.count("SELECT count(*) FROM {schema}.all_messages").await, 0);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.all_messages").await,
+        0
+    );
 }
 
 #[tokio::test]
@@ -142,9 +165,15 @@ async fn a_caller_chosen_event_id_is_unique() {
     let outbox = Outbox::with_schema(t.schema.clone());
     let client = tokio_client().await;
     let id = uuid::Uuid::new_v4();
-    let first = outbox.enqueue(&client, &order(1).event_id(id)).await.unwrap();
+    let first = outbox
+        .enqueue(&client, &order(1).event_id(id))
+        .await
+        .unwrap();
     assert_eq!(first.event_id, id);
-    let err = outbox.enqueue(&client, &order(1).event_id(id)).await.unwrap_err();
+    let err = outbox
+        .enqueue(&client, &order(1).event_id(id))
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::Database { .. }), "{err}");
 }
 
@@ -197,15 +226,24 @@ async fn inbox_tells_first_delivery_from_duplicate_and_rolls_back_with_the_consu
 
     // A consumer that fails mid-way rolls back its inbox record too.
     let tx = client.transaction().await.unwrap();
-    assert_eq!(inbox.record(&tx, "e-1", "orders").await.unwrap(), Delivery::First);
+    assert_eq!(
+        inbox.record(&tx, "e-1", "orders").await.unwrap(),
+        Delivery::First
+    );
     tx.rollback().await.unwrap();
 
     let tx = client.transaction().await.unwrap();
-    assert_eq!(inbox.record(&tx, "e-1", "orders").await.unwrap(), Delivery::First);
+    assert_eq!(
+        inbox.record(&tx, "e-1", "orders").await.unwrap(),
+        Delivery::First
+    );
     tx.commit().await.unwrap();
 
     let mut conn = sqlx::PgConnection::connect(&database_url()).await.unwrap();
     let mut tx = conn.begin().await.unwrap();
-    assert_eq!(inbox.record(&mut *tx, "e-1", "orders").await.unwrap(), Delivery::Duplicate);
+    assert_eq!(
+        inbox.record(&mut *tx, "e-1", "orders").await.unwrap(),
+        Delivery::Duplicate
+    );
     tx.commit().await.unwrap();
 }

@@ -60,6 +60,8 @@ impl<C: GenericClient + Sync> Executor for &C {
     }
 
     async fn execute_script(self, sql: &str) -> Result<()> {
-        self.batch_execute(sql).await.map_err(Error::from_tokio_postgres)
+        self.batch_execute(sql)
+            .await
+            .map_err(Error::from_tokio_postgres)
     }
 }
