@@ -17,8 +17,9 @@ pub struct EmbeddedPostgres {
 }
 
 impl EmbeddedPostgres {
-    /// Starts a cluster, or explains why none can be started.
-    pub fn start() -> anyhow::Result<Self> {
+    /// Starts a cluster, or explains why none can be started. `fsync`
+    /// off suits a demo; benchmarks keep it on to measure what production sees.
+    pub fn start(fsync: bool) -> anyhow::Result<Self> {
         let Some(bin) = find_bin_dir() else {
             bail!(
                 "no database given and no local PostgreSQL installation (initdb, pg_ctl) found \
@@ -58,8 +59,9 @@ impl EmbeddedPostgres {
             ],
         )?;
         let opts = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync=off",
-            me.dir.path().display()
+            "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync={}",
+            me.dir.path().display(),
+            if fsync { "on" } else { "off" }
         );
         let log = me.dir.path().join("server.log");
         me.run(

@@ -32,6 +32,8 @@ enum Command {
     Stats(cmd::stats::Args),
     /// The seed lab, reproduced: create-order, relay, crash-window, consume, tour.
     Demo(cmd::demo::Args),
+    /// Throughput against the reference algorithms, on the same backlog.
+    Bench(cmd::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -67,5 +69,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Relay(args) => cmd::relay::run(url, schema, args).await,
         Command::Stats(args) => cmd::stats::run(url, schema, args).await,
         Command::Demo(args) => cmd::demo::run(url, schema, args).await,
+        Command::Bench(args) => cmd::bench::run(url, args).await,
     }
 }

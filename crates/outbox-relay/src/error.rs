@@ -17,6 +17,9 @@ pub enum Error {
     /// Building a publisher failed (bad URL, unknown scheme, ...).
     #[error("publisher: {0}")]
     Publisher(String),
+    /// A benchmark or self-check found the outbox in a state it must never be in.
+    #[error("check failed: {0}")]
+    Check(String),
     /// An error of the `outbox` library (schema name, ...).
     #[error(transparent)]
     Outbox(#[from] outbox::Error),

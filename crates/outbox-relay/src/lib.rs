@@ -11,9 +11,11 @@
 //! - [`retry`]: the backoff schedule, a pure function of (attempt, now).
 //! - [`clock`]: the injected clock.
 
+pub mod bench;
 mod clock;
 pub mod envelope;
 mod error;
+mod listener;
 mod message;
 pub mod publisher;
 pub mod publishers;

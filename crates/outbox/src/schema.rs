@@ -31,6 +31,14 @@ impl Schema {
         &self.0
     }
 
+    /// The channel the relay LISTENs on and the insert trigger notifies
+    /// (`outbox_<schema>`, cut to PostgreSQL's 63-byte identifier limit).
+    pub fn notify_channel(&self) -> String {
+        let mut c = format!("outbox_{}", self.0);
+        c.truncate(63);
+        c
+    }
+
     /// The name quoted for splicing into SQL.
     pub fn quoted(&self) -> String {
         format!("\"{}\"", self.0)

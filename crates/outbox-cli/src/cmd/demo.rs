@@ -39,7 +39,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     let url = match url.filter(|u| !u.trim().is_empty()) {
         Some(u) => u,
         None => {
-            let pg = EmbeddedPostgres::start()?;
+            let pg = EmbeddedPostgres::start(false)?;
             eprintln!(
                 "no DATABASE_URL: started a throwaway PostgreSQL at {} (data in {}); it is removed on exit",
                 pg.url(),

@@ -1,3 +1,4 @@
+pub mod bench;
 pub mod demo;
 pub mod migrate;
 pub mod relay;

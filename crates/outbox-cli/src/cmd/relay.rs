@@ -58,7 +58,8 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         relay_id: config.relay_id.clone(),
     };
     let publisher = AnyPublisher::from_url(&args.publisher, &ctx).await?;
-    let relay = Relay::new(store, publisher, config)?;
+    let listen_config: tokio_postgres::Config = url.parse()?;
+    let relay = Relay::new(store, publisher, config)?.with_listener(listen_config);
     if args.once {
         relay.reap().await?;
         println!("{}", relay.run_once().await?);

@@ -65,6 +65,10 @@ pub struct SettleParams {
     pub failed: Vec<(i64, String, DateTime<Utc>)>,
     /// Give up: `(id, reason)`.
     pub dead: Vec<(i64, String)>,
+    /// Hand back to pending without spending an attempt.
+    pub released: Vec<i64>,
+    /// Recorded in `last_error` of released rows.
+    pub release_reason: String,
 }
 
 /// Rows actually settled (rows whose lease was lost are not counted).
@@ -76,6 +80,8 @@ pub struct Settled {
     pub failed: u64,
     /// Marked dead.
     pub dead: u64,
+    /// Released to pending.
+    pub released: u64,
 }
 
 impl Store {
@@ -153,6 +159,8 @@ impl Store {
                     &failed_next,
                     &dead_ids,
                     &dead_reasons,
+                    &p.released,
+                    &p.release_reason,
                 ],
             )
             .await?;
@@ -161,7 +169,22 @@ impl Store {
             sent: count(0),
             failed: count(1),
             dead: count(2),
+            released: count(3),
         })
+    }
+
+    /// Extends the lease of the rows of `ids` still held under `lease`.
+    /// Returns the new lease, or `None` if no row is held any more.
+    pub async fn extend_lease(&self, lease: &Lease, ids: &[i64]) -> Result<Option<Lease>> {
+        let client = self.pool.get().await?;
+        let stmt = client.prepare_cached(&self.q.extend_lease).await?;
+        let rows = client
+            .query(&stmt, &[&ids, &lease.relay_id, &lease.locked_at])
+            .await?;
+        Ok(rows.first().map(|r| Lease {
+            relay_id: lease.relay_id.clone(),
+            locked_at: r.get(0),
+        }))
     }
 
     /// Returns `processing` rows whose claim is older than `lease` to

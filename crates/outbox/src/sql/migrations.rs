@@ -21,11 +21,19 @@ pub struct Migration {
 }
 
 /// Every migration this build ships, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("migrations/0001_init.sql"),
+    },
+    // Version 2 is taken by the dead-letter/archive tables.
+    Migration {
+        version: 3,
+        name: "notify",
+        sql: include_str!("migrations/0003_notify.sql"),
+    },
+];
 
 /// The SQL script that creates or upgrades `schema` to the latest version.
 /// Idempotent; refuses a schema migrated by a newer build.

@@ -4,9 +4,11 @@
 //! validated [`Schema`] into a [`Queries`] value; values are always bound
 //! parameters. Migrations are the numbered files in `sql/migrations/`.
 
+mod bench;
 mod migrations;
 mod queries;
 
+pub use bench::BenchQueries;
 pub use migrations::{migrate_script, Migration, MIGRATIONS};
 pub use queries::Queries;
 

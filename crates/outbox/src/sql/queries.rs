@@ -28,10 +28,16 @@ pub struct Queries {
     /// Settle a batch in one round trip. The lease is `(locked_by, locked_at)`:
     /// `$1 int8[] sent ids, $2 relay id, $3 timestamptz claimed locked_at,
     /// $4 int8[] failed ids, $5 text[] errors, $6 timestamptz[] next_run_at,
-    /// $7 int8[] dead ids, $8 text[] reasons` → `(sent, failed, dead)` counts of
+    /// $7 int8[] dead ids, $8 text[] reasons, $9 int8[] released ids,
+    /// $10 text release reason` → `(sent, failed, dead, released)` counts of
     /// rows actually settled. Rows whose lease is no longer ours are left alone.
-    /// Sent rows move to `messages_sent` in the same statement.
+    /// Sent rows move to `messages_sent` in the same statement. Released rows
+    /// go back to pending with the claim's attempt given back (the
+    /// destination was down, or the relay is shutting down).
     pub settle: String,
+    /// Extend a batch's lease: `$1 int8[] ids, $2 relay id, $3 timestamptz
+    /// old locked_at` → the new `locked_at` of each row still held.
+    pub extend_lease: String,
     /// Lease reaper: `$1 float8 lease seconds` → ids of `processing` rows whose
     /// claim is older than the lease, now `pending` again.
     pub reap_expired: String,
@@ -120,9 +126,20 @@ impl Queries {
                      FROM unnest($7::int8[], $8::text[]) AS d(id, reason) \
                     WHERE m.id = d.id AND m.status = 'processing' \
                       AND m.locked_by = $2 AND m.locked_at = $3 \
+                   RETURNING 1), \
+                 released AS ( \
+                   UPDATE {schema}.messages m \
+                      SET status = 'pending', attempts = greatest(m.attempts - 1, 0), \
+                          locked_by = NULL, locked_at = NULL, last_error = $10 \
+                    WHERE m.id = ANY($9::int8[]) AND m.status = 'processing' \
+                      AND m.locked_by = $2 AND m.locked_at = $3 \
                    RETURNING 1) \
                  SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM failed), \
-                        (SELECT count(*) FROM dead)"),
+                        (SELECT count(*) FROM dead), (SELECT count(*) FROM released)"),
+            extend_lease: r("UPDATE {schema}.messages SET locked_at = now() \
+                  WHERE id = ANY($1::int8[]) AND status = 'processing' \
+                    AND locked_by = $2 AND locked_at = $3 \
+                 RETURNING locked_at"),
             reap_expired: r("UPDATE {schema}.messages \
                     SET status = 'pending', locked_by = NULL, locked_at = NULL \
                   WHERE status = 'processing' \

@@ -1,0 +1,195 @@
+//! `outbox bench`: drain scenarios measured on one backlog shape, each in a
+//! fresh schema, so every figure is comparable within one run.
+//!
+//! The reference algorithms run on a table shaped like the seed lab's
+//! (status updated in place); the relay runs on the real outbox schema
+//! through the real engine and the PostgreSQL publisher.
+
+use crate::publishers::postgres::PostgresPublisher;
+use crate::{Error, Relay, RelayConfig, Result, Store};
+use deadpool_postgres::Pool;
+use outbox::sql::{BenchQueries, Queries};
+use outbox::Schema;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A drain algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Algorithm {
+    /// The seed lab: claim 10, then per message one publish and one mark.
+    Seed,
+    /// One statement per batch: claim, insert into the sink, UPDATE status.
+    NaiveUpdate,
+    /// One statement per batch: claim, insert into the sink, DELETE — about
+    /// what PostgreSQL itself can do.
+    DeleteLimit,
+    /// The outbox relay: claim, publish, settle (three statements, leased).
+    Relay,
+}
+
+impl Algorithm {
+    /// Label used in tables and JSON.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Seed => "seed per-message (claim 10)",
+            Self::NaiveUpdate => "naive UPDATE batch",
+            Self::DeleteLimit => "DELETE one-statement limit",
+            Self::Relay => "outbox relay",
+        }
+    }
+
+    /// Short key used in JSON.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Seed => "seed",
+            Self::NaiveUpdate => "naive_update",
+            Self::DeleteLimit => "delete_limit",
+            Self::Relay => "relay",
+        }
+    }
+}
+
+/// One measured drain.
+#[derive(Debug, Clone, Copy)]
+pub struct DrainResult {
+    /// What ran.
+    pub algorithm: Algorithm,
+    /// Messages drained.
+    pub messages: u64,
+    /// Wall time from first claim to empty backlog.
+    pub elapsed: Duration,
+}
+
+impl DrainResult {
+    /// Messages per second.
+    pub fn rate(&self) -> f64 {
+        self.messages as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+/// Drains a preloaded backlog of `messages` with `algorithm` in a fresh
+/// schema of the database behind `pool` (dropped afterwards). Checks that
+/// every message was published exactly once before reporting a figure.
+pub async fn drain(
+    pool: &Pool,
+    algorithm: Algorithm,
+    messages: u64,
+    batch_size: usize,
+) -> Result<DrainResult> {
+    let schema = Schema::new(&format!("outbox_bench_{:08x}", rand::random::<u32>()))?;
+    let result = drain_in(pool, &schema, algorithm, messages, batch_size).await;
+    let client = pool.get().await?;
+    client
+        .batch_execute(&format!(
+            "DROP SCHEMA IF EXISTS {} CASCADE",
+            schema.quoted()
+        ))
+        .await?;
+    result
+}
+
+async fn drain_in(
+    pool: &Pool,
+    schema: &Schema,
+    algorithm: Algorithm,
+    messages: u64,
+    batch_size: usize,
+) -> Result<DrainResult> {
+    let bq = BenchQueries::new(schema);
+    let q = Arc::new(Queries::new(schema));
+    let n = messages as i64;
+    let limit = batch_size as i64;
+    {
+        let client = pool.get().await?;
+        outbox::migrate(&**client, schema).await?;
+        if algorithm == Algorithm::Relay {
+            client.execute(&bq.preload_outbox, &[&n]).await?;
+            client
+                .batch_execute(&format!("VACUUM ANALYZE {}.messages", schema.quoted()))
+                .await?;
+        } else {
+            client.batch_execute(&bq.seed_create).await?;
+            client.execute(&bq.seed_preload, &[&n]).await?;
+            client
+                .batch_execute(&format!("VACUUM ANALYZE {}.seed_messages", schema.quoted()))
+                .await?;
+        }
+    }
+    let started = Instant::now();
+    match algorithm {
+        Algorithm::Seed => {
+            let client = pool.get().await?;
+            let claim = client.prepare(&bq.seed_claim).await?;
+            let publish = client.prepare(&bq.seed_publish_one).await?;
+            let mark = client.prepare(&bq.seed_mark_sent_one).await?;
+            loop {
+                let rows = client.query(&claim, &[&10_i64, &"bench"]).await?;
+                if rows.is_empty() {
+                    break;
+                }
+                for row in rows {
+                    let (id, topic, payload): (i64, String, serde_json::Value) =
+                        (row.get(0), row.get(1), row.get(2));
+                    client
+                        .execute(&publish, &[&id, &topic, &payload, &"bench"])
+                        .await?;
+                    client.execute(&mark, &[&id, &"bench"]).await?;
+                }
+            }
+        }
+        Algorithm::NaiveUpdate | Algorithm::DeleteLimit => {
+            let client = pool.get().await?;
+            let sql = if algorithm == Algorithm::NaiveUpdate {
+                &bq.naive_update_batch
+            } else {
+                &bq.delete_batch
+            };
+            let stmt = client.prepare(sql).await?;
+            while client.execute(&stmt, &[&limit, &"bench"]).await? > 0 {}
+        }
+        Algorithm::Relay => {
+            let config = RelayConfig {
+                relay_id: "bench".into(),
+                batch_size,
+                ..RelayConfig::default()
+            };
+            let publisher = PostgresPublisher::new(pool.clone(), q.clone(), "bench");
+            let relay = Relay::new(Store::new(pool.clone(), schema.clone()), publisher, config)?;
+            while relay.run_once().await?.claimed > 0 {}
+        }
+    }
+    let elapsed = started.elapsed();
+    let client = pool.get().await?;
+    let published: i64 = client
+        .query_one(
+            &format!(
+                "SELECT count(DISTINCT message_id) FROM {}.published_events",
+                schema.quoted()
+            ),
+            &[],
+        )
+        .await?
+        .get(0);
+    let unsent: i64 = if algorithm == Algorithm::Relay {
+        client.query_one(&q.demo_unsettled, &[]).await?.get(0)
+    } else {
+        client.query_one(&bq.seed_unsent, &[]).await?.get(0)
+    };
+    if published != n || unsent != 0 {
+        return Err(Error::Check(format!(
+            "{}: drained {published} of {n} messages ({unsent} left unsent)",
+            algorithm.label()
+        )));
+    }
+    Ok(DrainResult {
+        algorithm,
+        messages,
+        elapsed,
+    })
+}
+
+/// The median of `values` (upper median for an even count).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}

@@ -1,0 +1,76 @@
+//! LISTEN for the producers' NOTIFY on a connection of its own, and turn
+//! each notification into a wake-up of the relay's pipelines.
+//!
+//! A `watch` channel carries the wake-ups: a pipeline that was busy when a
+//! notification came sees it as soon as it next waits, so none is lost
+//! between passes, and any number of notifications collapse into one
+//! wake-up. The connection is re-established with backoff; after each
+//! (re)connect the pipelines are woken once, to pick up whatever committed
+//! while nobody was listening.
+
+use futures_util::StreamExt;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_util::sync::CancellationToken;
+
+/// Runs until `shutdown`; bumps `wake` on every notification on `channel`.
+pub(crate) async fn listen(
+    config: tokio_postgres::Config,
+    channel: String,
+    wake: watch::Sender<u64>,
+    shutdown: CancellationToken,
+) {
+    let mut backoff = Duration::from_millis(100);
+    while !shutdown.is_cancelled() {
+        match config.connect(NoTls).await {
+            Ok((client, mut conn)) => {
+                let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+                let driver = tokio::spawn(async move {
+                    let mut messages =
+                        futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+                    while let Some(m) = messages.next().await {
+                        match m {
+                            Ok(AsyncMessage::Notification(_)) => {
+                                if tx.send(()).is_err() {
+                                    break;
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::warn!(error = %e, "LISTEN connection lost");
+                                break;
+                            }
+                        }
+                    }
+                });
+                let listen = format!("LISTEN \"{channel}\"");
+                if let Err(e) = client.batch_execute(&listen).await {
+                    tracing::warn!(error = %outbox::describe_tokio_postgres(&e), "LISTEN failed");
+                } else {
+                    backoff = Duration::from_millis(100);
+                    tracing::debug!(channel, "listening for new messages");
+                    wake.send_modify(|n| *n += 1);
+                    loop {
+                        tokio::select! {
+                            _ = shutdown.cancelled() => break,
+                            got = rx.recv() => match got {
+                                Some(()) => wake.send_modify(|n| *n += 1),
+                                None => break,
+                            },
+                        }
+                    }
+                }
+                driver.abort();
+            }
+            Err(e) => {
+                tracing::warn!(error = %outbox::describe_tokio_postgres(&e), retry_in = ?backoff, "cannot connect to LISTEN");
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(10));
+    }
+}

@@ -1,0 +1,101 @@
+//! How a relay runs: every knob with its default and its validation.
+
+use crate::retry::RetryPolicy;
+use crate::{Error, Result};
+use std::time::Duration;
+
+/// How the relay runs.
+#[derive(Debug, Clone)]
+pub struct RelayConfig {
+    /// Written to `locked_by`; unique per process by default.
+    pub relay_id: String,
+    /// Messages claimed per batch.
+    pub batch_size: usize,
+    /// A claim older than this is presumed dead and its rows are recovered.
+    pub lease: Duration,
+    /// When failed messages are retried, and how often.
+    pub retry: RetryPolicy,
+    /// Sleep when a pass found nothing to do (NOTIFY wakes the relay
+    /// earlier; without NOTIFY this is the poll interval).
+    pub idle_sleep: Duration,
+    /// How often `run` looks for expired leases.
+    pub reap_interval: Duration,
+    /// LISTEN for the producers' NOTIFY to wake up at once; off for
+    /// transaction-mode PgBouncer.
+    pub notify: bool,
+    /// Claim/publish pipelines run in parallel.
+    pub concurrency: usize,
+    /// At most this many messages per second, if set.
+    pub rate_limit: Option<u32>,
+    /// Archive sent rows older than this, periodically, if set.
+    pub archive_after: Option<Duration>,
+    /// After SIGTERM, how long a batch in flight may take to publish before
+    /// its claims are released (back to pending, no attempt spent).
+    pub shutdown_grace: Duration,
+    /// Longest pause between probes of a destination that is down.
+    pub breaker_max_backoff: Duration,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        Self {
+            relay_id: default_relay_id(),
+            batch_size: 500,
+            lease: Duration::from_secs(300),
+            retry: RetryPolicy::default(),
+            idle_sleep: Duration::from_secs(1),
+            reap_interval: Duration::from_secs(30),
+            notify: true,
+            concurrency: 1,
+            rate_limit: None,
+            archive_after: None,
+            shutdown_grace: Duration::from_secs(10),
+            breaker_max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RelayConfig {
+    /// Checks every value, naming the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(m));
+        if self.relay_id.trim().is_empty() || self.relay_id.len() > 200 {
+            return bad("relay id must be 1 to 200 characters".into());
+        }
+        if !(1..=10_000).contains(&self.batch_size) {
+            return bad(format!(
+                "batch size must be 1..=10000, got {}",
+                self.batch_size
+            ));
+        }
+        if self.idle_sleep.is_zero() {
+            return bad("idle sleep must be positive".into());
+        }
+        if !(1..=64).contains(&self.concurrency) {
+            return bad(format!(
+                "concurrency must be 1..=64, got {}",
+                self.concurrency
+            ));
+        }
+        if self.rate_limit == Some(0) {
+            return bad("rate limit must be positive (omit it for no limit)".into());
+        }
+        if self.breaker_max_backoff.is_zero() {
+            return bad("breaker max backoff must be positive".into());
+        }
+        if self.reap_interval.is_zero() {
+            return bad("reap interval must be positive".into());
+        }
+        self.retry.validate().map_err(Error::Config)
+    }
+}
+
+/// `<host>-<pid>-<random>`: unique per process, readable in `locked_by`.
+pub fn default_relay_id() -> String {
+    let host = gethostname::gethostname().to_string_lossy().into_owned();
+    format!(
+        "{host}-{}-{:04x}",
+        std::process::id(),
+        rand::random::<u16>()
+    )
+}

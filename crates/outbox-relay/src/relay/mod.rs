@@ -1,0 +1,356 @@
+//! The relay: claim a batch (leased), publish it outside any transaction,
+//! settle it in one statement. No SQL here; see [`crate::store`].
+//!
+//! - `config.rs`: every knob, its default and its validation.
+//! - `run.rs`: the long-running loop — pipelines, wake-ups, reaper, breaker.
+//! - `breaker.rs`: the circuit breaker.
+
+mod breaker;
+mod config;
+mod run;
+
+pub use config::{default_relay_id, RelayConfig};
+
+use crate::clock::{Clock, SystemClock};
+use crate::publisher::Publisher;
+use crate::store::{ClaimParams, Lease, SettleParams, Settled, Store};
+use crate::{Message, Outcome, PublishError, Result};
+use breaker::Breaker;
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+/// What one pass did; printed by `outbox relay --once`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PassStats {
+    /// Rows claimed.
+    pub claimed: usize,
+    /// Rows the publisher accepted.
+    pub published: usize,
+    /// Rows settled as sent.
+    pub marked_sent: u64,
+    /// Rows settled as failed (to retry) or dead.
+    pub failed: u64,
+    /// Of `failed`, how many went to dead.
+    pub dead: u64,
+    /// Rows handed back to pending without spending an attempt (destination
+    /// down, or shutting down).
+    pub released: u64,
+}
+
+impl std::fmt::Display for PassStats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "claimed={} published={} marked_sent={} failed={}",
+            self.claimed, self.published, self.marked_sent, self.failed
+        )?;
+        if self.released > 0 {
+            write!(f, " released={}", self.released)?;
+        }
+        Ok(())
+    }
+}
+
+/// A batch that was claimed and handed to the publisher but not yet
+/// settled: the crash window lives between this and [`Relay::settle`].
+#[derive(Debug)]
+pub struct PublishedBatch {
+    lease: Option<Lease>,
+    messages: Vec<Message>,
+    /// `None` when publishing was abandoned (shutdown): release everything.
+    outcomes: Option<Vec<Outcome>>,
+}
+
+impl PublishedBatch {
+    /// Rows claimed.
+    pub fn claimed(&self) -> usize {
+        self.messages.len()
+    }
+
+    /// Rows the publisher accepted.
+    pub fn published(&self) -> usize {
+        self.outcomes
+            .as_ref()
+            .map_or(0, |o| o.iter().filter(|o| o.is_ok()).count())
+    }
+}
+
+/// The relay engine over one outbox schema and one publisher.
+pub struct Relay<P> {
+    store: Store,
+    publisher: P,
+    config: RelayConfig,
+    clock: Arc<dyn Clock>,
+    breaker: Breaker,
+    limiter: Option<DefaultDirectRateLimiter>,
+    listen: Option<tokio_postgres::Config>,
+}
+
+impl<P> std::fmt::Debug for Relay<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay")
+            .field("store", &self.store)
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<P: Publisher> Relay<P> {
+    /// A relay; fails if the configuration is invalid.
+    pub fn new(store: Store, publisher: P, config: RelayConfig) -> Result<Self> {
+        config.validate()?;
+        let limiter = config.rate_limit.and_then(NonZeroU32::new).map(|rate| {
+            // A burst as large as one claim, so a full batch can go out at
+            // once and the average still holds.
+            let burst = NonZeroU32::new(rate.get().min(config.batch_size as u32)).unwrap_or(rate);
+            RateLimiter::direct(Quota::per_second(rate).allow_burst(burst))
+        });
+        Ok(Self {
+            breaker: Breaker::new(config.breaker_max_backoff),
+            store,
+            publisher,
+            config,
+            clock: Arc::new(SystemClock),
+            limiter,
+            listen: None,
+        })
+    }
+
+    /// Replaces the clock used for retry scheduling.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Where to LISTEN for producers' notifications (the outbox database).
+    /// Without it, or with `notify` off, [`Relay::run`] polls.
+    pub fn with_listener(mut self, config: tokio_postgres::Config) -> Self {
+        self.listen = Some(config);
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RelayConfig {
+        &self.config
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Whether the circuit breaker is open (destination unreachable).
+    pub fn breaker_open(&self) -> bool {
+        self.breaker.is_open()
+    }
+
+    /// One pass: claim a batch, publish it, settle it.
+    pub async fn run_once(&self) -> Result<PassStats> {
+        let batch = self.claim_and_publish().await?;
+        self.settle(batch).await
+    }
+
+    /// Claims a batch and publishes it, without settling.
+    pub async fn claim_and_publish(&self) -> Result<PublishedBatch> {
+        self.claim_and_publish_until(&CancellationToken::new())
+            .await
+    }
+
+    /// As [`Self::claim_and_publish`], abandoning the publication (the batch
+    /// will be released) if `abandon` fires first.
+    pub(crate) async fn claim_and_publish_until(
+        &self,
+        abandon: &CancellationToken,
+    ) -> Result<PublishedBatch> {
+        let limit = match &self.limiter {
+            Some(_) => self
+                .config
+                .batch_size
+                .min(self.config.rate_limit.unwrap_or(u32::MAX) as usize),
+            None => self.config.batch_size,
+        };
+        let claimed = self
+            .store
+            .claim_messages(ClaimParams {
+                limit: limit as i64,
+                relay_id: &self.config.relay_id,
+            })
+            .await?;
+        let (Some(mut lease), false) = (claimed.lease, claimed.messages.is_empty()) else {
+            return Ok(PublishedBatch {
+                lease: None,
+                messages: Vec::new(),
+                outcomes: Some(Vec::new()),
+            });
+        };
+        let messages = claimed.messages;
+        let work = async {
+            if let Some(limiter) = &self.limiter {
+                if let Some(n) = NonZeroU32::new(messages.len() as u32) {
+                    // n never exceeds the burst: the claim was capped above.
+                    let _ = limiter.until_n_ready(n).await;
+                }
+            }
+            self.publish_keeping_lease(&messages, &mut lease).await
+        };
+        let outcomes = tokio::select! {
+            o = work => Some(o),
+            _ = abandon.cancelled() => None,
+        };
+        Ok(PublishedBatch {
+            lease: Some(lease),
+            messages,
+            outcomes,
+        })
+    }
+
+    /// Publishes `messages`, extending their lease every half lease while
+    /// the publisher is still busy, so a slow destination does not let a
+    /// second relay take the rows over and publish them again.
+    async fn publish_keeping_lease(&self, messages: &[Message], lease: &mut Lease) -> Vec<Outcome> {
+        let publish = self.publisher.publish(messages);
+        tokio::pin!(publish);
+        let half = self.config.lease / 2;
+        let mut outcomes = if half.is_zero() {
+            publish.await
+        } else {
+            let ids: Vec<i64> = messages.iter().map(|m| m.id).collect();
+            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + half, half);
+            loop {
+                tokio::select! {
+                    o = &mut publish => break o,
+                    _ = tick.tick() => match self.store.extend_lease(lease, &ids).await {
+                        Ok(Some(extended)) => *lease = extended,
+                        Ok(None) => tracing::warn!("lease lost while publishing; another relay may publish these rows too"),
+                        Err(e) => tracing::warn!(error = %e, "could not extend the lease"),
+                    },
+                }
+            }
+        };
+        if outcomes.len() != messages.len() {
+            // A publisher bug must not mark unpublished rows sent.
+            let e = PublishError::retryable(format!(
+                "publisher {} returned {} outcomes for {} messages",
+                self.publisher.name(),
+                outcomes.len(),
+                messages.len()
+            ));
+            outcomes = vec![Err(e); messages.len()];
+        }
+        outcomes
+    }
+
+    /// Settles a published batch in one statement: sent, failed with the
+    /// next retry time, dead (permanent error or retries used up), or
+    /// released when the destination turns out to be down.
+    pub async fn settle(&self, batch: PublishedBatch) -> Result<PassStats> {
+        let stats = PassStats {
+            claimed: batch.claimed(),
+            published: batch.published(),
+            ..PassStats::default()
+        };
+        let Some(lease) = batch.lease else {
+            return Ok(stats);
+        };
+        let ids = || batch.messages.iter().map(|m| m.id).collect::<Vec<_>>();
+        let mut p = SettleParams::default();
+        let Some(outcomes) = batch.outcomes else {
+            p.released = ids();
+            p.release_reason = "released at shutdown".into();
+            return self.apply(&lease, p, stats).await;
+        };
+        // Retryable failures may mean the destination is down rather than
+        // the messages being at fault: ask it. If it is down, hand the rows
+        // back without spending their attempts and open the breaker, so an
+        // outage never pushes messages into dead.
+        let retryable = outcomes
+            .iter()
+            .filter(|o| matches!(o, Err(e) if e.is_retryable()))
+            .count();
+        let destination_down = if retryable > 0 {
+            match self.publisher.check().await {
+                Ok(()) => None,
+                Err(e) => {
+                    self.breaker.trip(self.publisher.name(), &e.message);
+                    Some(e.message)
+                }
+            }
+        } else {
+            None
+        };
+        let now = self.clock.now();
+        let policy = &self.config.retry;
+        for (m, outcome) in batch.messages.iter().zip(outcomes) {
+            match outcome {
+                Ok(()) => p.sent.push(m.id),
+                Err(e) if e.is_retryable() && destination_down.is_some() => p.released.push(m.id),
+                Err(e) if e.is_retryable() && !policy.exhausted(m.attempts) => {
+                    let mut at = policy.next_run_at(m.attempts, now);
+                    if let Some(after) = e
+                        .retry_after
+                        .and_then(|d| chrono::Duration::from_std(d).ok())
+                    {
+                        at = at.max(now + after);
+                    }
+                    p.failed.push((m.id, e.message, at));
+                }
+                Err(e) if e.is_retryable() => p.dead.push((
+                    m.id,
+                    format!(
+                        "max attempts ({}) reached: {}",
+                        policy.max_attempts, e.message
+                    ),
+                )),
+                Err(e) => p.dead.push((m.id, format!("permanent: {}", e.message))),
+            }
+        }
+        if let Some(reason) = destination_down {
+            p.release_reason = format!("destination unreachable: {reason}");
+        }
+        self.apply(&lease, p, stats).await
+    }
+
+    async fn apply(
+        &self,
+        lease: &Lease,
+        p: SettleParams,
+        mut stats: PassStats,
+    ) -> Result<PassStats> {
+        let Settled {
+            sent,
+            failed,
+            dead,
+            released,
+        } = self.store.settle_messages(lease, &p).await?;
+        let expected = (p.sent.len() + p.failed.len() + p.dead.len() + p.released.len()) as u64;
+        let settled = sent + failed + dead + released;
+        if settled < expected {
+            tracing::warn!(
+                lost = expected - settled,
+                "lease lost before settling; another relay owns those rows now"
+            );
+        }
+        stats.marked_sent = sent;
+        stats.failed = failed + dead;
+        stats.dead = dead;
+        stats.released = released;
+        Ok(stats)
+    }
+
+    /// Recovers rows whose lease expired.
+    pub async fn reap(&self) -> Result<usize> {
+        let ids = self.store.reap_expired_leases(self.config.lease).await?;
+        if !ids.is_empty() {
+            tracing::warn!(count = ids.len(), "recovered messages from expired leases");
+        }
+        Ok(ids.len())
+    }
+
+    /// Probes a destination the breaker holds open; closes it on success.
+    async fn probe(&self) {
+        let ok = self.publisher.check().await.is_ok();
+        self.breaker.probed(self.publisher.name(), ok);
+    }
+}

@@ -1,0 +1,121 @@
+//! The long-running relay: `concurrency` pipelines of claim → publish →
+//! settle, woken by NOTIFY (or the poll interval), the lease reaper beside
+//! them, the breaker pausing claims while the destination is down, and a
+//! shutdown that finishes or releases the batches in flight.
+
+use super::Relay;
+use crate::listener::listen;
+use crate::publisher::Publisher;
+use crate::Result;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+impl<P: Publisher> Relay<P> {
+    /// Runs until `shutdown` is cancelled, then lets each batch in flight
+    /// finish publishing for up to `shutdown_grace` (releasing its claims if
+    /// it does not) and settles it before returning. Database and publisher
+    /// errors are logged and retried with backoff: the relay does not exit
+    /// on a transient fault.
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<()> {
+        let (wake, _) = watch::channel(0u64);
+        let listening = self.config.notify && self.listen.is_some();
+        let listener = async {
+            if let (true, Some(cfg)) = (listening, &self.listen) {
+                let channel = self.store.schema().notify_channel();
+                listen(cfg.clone(), channel, wake.clone(), shutdown.clone()).await;
+            }
+        };
+        let hard_stop = CancellationToken::new();
+        let pipelines = futures_util::future::join_all(
+            (0..self.config.concurrency)
+                .map(|i| self.pipeline(i, &wake, listening, &shutdown, &hard_stop)),
+        );
+        let grace = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(self.config.shutdown_grace).await;
+            tracing::warn!("shutdown grace over: releasing the claims still in flight");
+            hard_stop.cancel();
+            std::future::pending::<()>().await;
+        };
+        let work = async {
+            tokio::select! {
+                _ = pipelines => {}
+                _ = grace => {}
+            }
+        };
+        tokio::join!(work, listener, self.reap_loop(&shutdown));
+        Ok(())
+    }
+
+    async fn pipeline(
+        &self,
+        index: usize,
+        wake: &watch::Sender<u64>,
+        listening: bool,
+        shutdown: &CancellationToken,
+        hard_stop: &CancellationToken,
+    ) {
+        let mut woken = wake.subscribe();
+        // Pipeline 0 polls at the poll interval; the others mostly wait to be
+        // woken, so an idle relay issues about one query per interval.
+        let idle = self.config.idle_sleep
+            * if index == 0 {
+                1
+            } else {
+                self.config.concurrency as u32
+            };
+        let mut error_backoff = Duration::from_millis(100);
+        while !shutdown.is_cancelled() {
+            if self.breaker.is_open() {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    _ = tokio::time::sleep_until(self.breaker.next_probe()) => {}
+                }
+                self.probe().await;
+                continue;
+            }
+            let pass = match self.claim_and_publish_until(hard_stop).await {
+                Ok(batch) => self.settle(batch).await,
+                Err(e) => Err(e),
+            };
+            let pause = match pass {
+                Ok(stats) => {
+                    error_backoff = Duration::from_millis(100);
+                    if stats.claimed > 0 {
+                        tracing::debug!(pipeline = index, %stats, "pass");
+                        if stats.claimed >= self.config.batch_size {
+                            // More is waiting: get idle siblings to help.
+                            wake.send_modify(|n| *n += 1);
+                        }
+                        continue;
+                    }
+                    idle
+                }
+                Err(e) => {
+                    tracing::warn!(pipeline = index, error = %e, retry_in = ?error_backoff, "relay pass failed");
+                    let pause = error_backoff;
+                    error_backoff = (error_backoff * 2).min(Duration::from_secs(10));
+                    pause
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(pause) => {}
+                Ok(()) = woken.changed(), if listening || self.config.concurrency > 1 => {}
+            }
+        }
+    }
+
+    async fn reap_loop(&self, shutdown: &CancellationToken) {
+        while !shutdown.is_cancelled() {
+            if let Err(e) = self.reap().await {
+                tracing::warn!(error = %e, "lease reaper failed");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(self.config.reap_interval) => {}
+            }
+        }
+    }
+}

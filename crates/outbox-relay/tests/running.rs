@@ -1,0 +1,401 @@
+//! The long-running relay: NOTIFY wake-up and its poll fallback, the
+//! breaker through a destination outage, lease extension for a slow
+//! destination, shutdown, concurrency and the rate limit's claim cap.
+
+use outbox::{sql::Queries, NewMessage, Outbox};
+use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::{
+    Message, Outcome, PublishError, Publisher, Relay, RelayConfig, RetryPolicy, Store,
+};
+use outbox_testkit::{database_url, TestSchema};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+async fn enqueue(t: &TestSchema, n: usize) {
+    let outbox = Outbox::with_schema(t.schema.clone());
+    let client = t.pool.get().await.unwrap();
+    let msgs: Vec<NewMessage> = (0..n)
+        .map(|i| NewMessage::new("e", "a", i.to_string(), &json!({"i": i})).unwrap())
+        .collect();
+    outbox.enqueue_many(&**client, &msgs).await.unwrap();
+}
+
+fn sink(t: &TestSchema) -> PostgresPublisher {
+    PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "test")
+}
+
+fn relay<P: Publisher>(t: &TestSchema, publisher: P, config: RelayConfig) -> Relay<P> {
+    Relay::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        publisher,
+        config,
+    )
+    .unwrap()
+    .with_listener(database_url().parse().unwrap())
+}
+
+/// Polls `sql` (a count) until it equals `want`, for at most `within`.
+async fn eventually(t: &TestSchema, sql: &str, want: i64, within: Duration) -> i64 {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let got = t.count(sql).await;
+        if got == want || tokio::time::Instant::now() > deadline {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The real sink, slowed down: a destination that takes its time to ack.
+struct Slow {
+    inner: PostgresPublisher,
+    delay: Duration,
+}
+
+impl Publisher for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.publish(batch).await
+    }
+    async fn check(&self) -> Result<(), PublishError> {
+        self.inner.check().await
+    }
+}
+
+#[tokio::test]
+async fn notify_wakes_the_relay_long_before_the_poll_interval() {
+    let t = TestSchema::new("run_notify").await;
+    let r = relay(
+        &t,
+        sink(&t),
+        RelayConfig {
+            idle_sleep: Duration::from_secs(3600),
+            ..RelayConfig::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let running = {
+        let stop = stop.clone();
+        async move { r.run(stop).await.unwrap() }
+    };
+    let check = async {
+        // Let the relay make its first (empty) pass and start listening.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        enqueue(&t, 5).await;
+        let sent = eventually(
+            &t,
+            "SELECT count(*) FROM {schema}.messages_sent",
+            5,
+            Duration::from_secs(20),
+        )
+        .await;
+        stop.cancel();
+        sent
+    };
+    let ((), sent) = tokio::join!(running, check);
+    assert_eq!(
+        sent, 5,
+        "an hour-long poll interval: only NOTIFY can have woken the relay"
+    );
+}
+
+#[tokio::test]
+async fn with_notify_off_the_poll_interval_still_finds_messages() {
+    let t = TestSchema::new("run_poll").await;
+    let r = relay(
+        &t,
+        sink(&t),
+        RelayConfig {
+            notify: false,
+            idle_sleep: Duration::from_millis(100),
+            ..RelayConfig::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let running = {
+        let stop = stop.clone();
+        async move { r.run(stop).await.unwrap() }
+    };
+    let check = async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        enqueue(&t, 3).await;
+        let sent = eventually(
+            &t,
+            "SELECT count(*) FROM {schema}.messages_sent",
+            3,
+            Duration::from_secs(20),
+        )
+        .await;
+        stop.cancel();
+        sent
+    };
+    let ((), sent) = tokio::join!(running, check);
+    assert_eq!(sent, 3);
+}
+
+#[tokio::test]
+async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead() {
+    let t = TestSchema::new("run_breaker").await;
+    let sink_db = format!("outbox_sink_{:08x}", rand::random::<u32>());
+    t.exec(&format!("CREATE DATABASE {sink_db}")).await;
+    let sink_url = database_url().rsplit_once('/').unwrap().0.to_owned() + "/" + &sink_db;
+    let sink_pool = outbox_relay::pool(&sink_url, 2).unwrap();
+    let publisher = PostgresPublisher::new(sink_pool, Arc::new(Queries::new(&t.schema)), "test");
+    publisher.ensure_sink().await.unwrap();
+
+    // The sink refuses connections, and the ones it had are cut.
+    let refuse = format!(
+        "ALTER DATABASE {sink_db} ALLOW_CONNECTIONS false; \
+         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{sink_db}';"
+    );
+    t.exec(&refuse).await;
+    enqueue(&t, 50).await;
+    let r = relay(
+        &t,
+        publisher,
+        RelayConfig {
+            batch_size: 20,
+            retry: RetryPolicy {
+                schedule: vec![Duration::from_millis(100)],
+                jitter: 0.0,
+                max_attempts: 3,
+            },
+            idle_sleep: Duration::from_millis(100),
+            breaker_max_backoff: Duration::from_millis(400),
+            ..RelayConfig::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let running = {
+        let stop = stop.clone();
+        let r = &r;
+        async move { r.run(stop).await.unwrap() }
+    };
+    let check = async {
+        // Many times the whole retry schedule (3 attempts, 100 ms apart).
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let dead_during = t
+            .count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+            .await;
+        let open_during = r.breaker_open();
+        let max_attempts = t.count("SELECT coalesce(max(attempts), 0)::int8 FROM {schema}.messages WHERE status <> 'processing'").await;
+        t.exec(&format!("ALTER DATABASE {sink_db} ALLOW_CONNECTIONS true"))
+            .await;
+        let sent = eventually(
+            &t,
+            "SELECT count(*) FROM {schema}.messages_sent",
+            50,
+            Duration::from_secs(30),
+        )
+        .await;
+        stop.cancel();
+        (dead_during, open_during, max_attempts, sent)
+    };
+    let ((), (dead_during, open_during, max_attempts, sent)) = tokio::join!(running, check);
+    t.exec(&format!("DROP DATABASE IF EXISTS {sink_db} WITH (FORCE)"))
+        .await;
+    assert_eq!(dead_during, 0, "an outage must not dead-letter messages");
+    assert!(
+        open_during,
+        "the breaker should be open while the sink is down"
+    );
+    assert_eq!(max_attempts, 0, "released rows get their attempt back");
+    assert_eq!(sent, 50);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+            .await,
+        0
+    );
+    assert!(!r.breaker_open());
+}
+
+#[tokio::test]
+async fn a_slow_destination_keeps_its_lease_and_no_second_relay_republishes() {
+    let t = TestSchema::new("run_lease_extend").await;
+    enqueue(&t, 3).await;
+    let lease = Duration::from_millis(600);
+    let slow = relay(
+        &t,
+        Slow {
+            inner: sink(&t),
+            delay: lease * 3,
+        },
+        RelayConfig {
+            relay_id: "slow".into(),
+            lease,
+            ..RelayConfig::default()
+        },
+    );
+    let other = relay(
+        &t,
+        sink(&t),
+        RelayConfig {
+            relay_id: "other".into(),
+            lease,
+            ..RelayConfig::default()
+        },
+    );
+    let publishing = slow.run_once();
+    let competing = async {
+        let mut taken = 0;
+        // Reap and claim repeatedly while the slow batch is in flight.
+        for _ in 0..15 {
+            tokio::time::sleep(lease / 4).await;
+            other.reap().await.unwrap();
+            taken += other.run_once().await.unwrap().claimed;
+        }
+        taken
+    };
+    let (stats, taken) = tokio::join!(publishing, competing);
+    let stats = stats.unwrap();
+    assert_eq!(
+        taken, 0,
+        "the extended lease kept the rows from being taken over"
+    );
+    assert_eq!(stats.marked_sent, 3);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.published_events")
+            .await,
+        3
+    );
+}
+
+#[tokio::test]
+async fn shutdown_releases_claims_it_cannot_finish() {
+    let t = TestSchema::new("run_shutdown").await;
+    enqueue(&t, 4).await;
+    let r = relay(
+        &t,
+        Slow {
+            inner: sink(&t),
+            delay: Duration::from_secs(3600),
+        },
+        RelayConfig {
+            shutdown_grace: Duration::from_millis(200),
+            ..RelayConfig::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let running = {
+        let stop = stop.clone();
+        async move { r.run(stop).await.unwrap() }
+    };
+    let check = async {
+        let claimed = eventually(
+            &t,
+            "SELECT count(*) FROM {schema}.messages WHERE status = 'processing'",
+            4,
+            Duration::from_secs(10),
+        )
+        .await;
+        stop.cancel();
+        claimed
+    };
+    let ((), claimed) = tokio::join!(running, check);
+    assert_eq!(claimed, 4);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND attempts = 0 AND locked_by IS NULL").await,
+        4,
+        "released without spending an attempt"
+    );
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_quick_batch_finish() {
+    let t = TestSchema::new("run_shutdown_finish").await;
+    enqueue(&t, 4).await;
+    let r = relay(
+        &t,
+        Slow {
+            inner: sink(&t),
+            delay: Duration::from_millis(500),
+        },
+        RelayConfig::default(),
+    );
+    let stop = CancellationToken::new();
+    let running = {
+        let stop = stop.clone();
+        async move { r.run(stop).await.unwrap() }
+    };
+    let check = async {
+        eventually(
+            &t,
+            "SELECT count(*) FROM {schema}.messages WHERE status = 'processing'",
+            4,
+            Duration::from_secs(10),
+        )
+        .await;
+        stop.cancel();
+    };
+    tokio::join!(running, check);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages_sent").await,
+        4
+    );
+}
+
+#[tokio::test]
+async fn concurrent_pipelines_publish_each_message_once() {
+    let t = TestSchema::new("run_concurrency").await;
+    enqueue(&t, 3000).await;
+    let r = relay(
+        &t,
+        sink(&t),
+        RelayConfig {
+            concurrency: 4,
+            batch_size: 100,
+            ..RelayConfig::default()
+        },
+    );
+    let stop = CancellationToken::new();
+    let running = {
+        let stop = stop.clone();
+        async move { r.run(stop).await.unwrap() }
+    };
+    let check = async {
+        let sent = eventually(
+            &t,
+            "SELECT count(*) FROM {schema}.messages_sent",
+            3000,
+            Duration::from_secs(60),
+        )
+        .await;
+        stop.cancel();
+        sent
+    };
+    let ((), sent) = tokio::join!(running, check);
+    assert_eq!(sent, 3000);
+    assert_eq!(
+        t.count("SELECT count(DISTINCT message_id) FROM {schema}.published_events")
+            .await,
+        3000
+    );
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.published_events")
+            .await,
+        3000
+    );
+}
+
+#[tokio::test]
+async fn the_rate_limit_caps_each_claim() {
+    let t = TestSchema::new("run_rate").await;
+    enqueue(&t, 100).await;
+    let r = relay(
+        &t,
+        sink(&t),
+        RelayConfig {
+            rate_limit: Some(30),
+            batch_size: 500,
+            ..RelayConfig::default()
+        },
+    );
+    let first = r.run_once().await.unwrap();
+    assert_eq!(first.claimed, 30);
+    assert_eq!(first.marked_sent, 30);
+}

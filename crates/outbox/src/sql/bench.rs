@@ -1,0 +1,89 @@
+//! Statements of `outbox bench`: the backlog preload, and the three reference
+//! algorithms the relay is measured against, on a table shaped exactly like
+//! the seed lab's (`status` updated in place, index `(status, next_run_at, id)`).
+
+use super::render;
+use crate::Schema;
+
+/// Bench statements for one (throwaway) schema.
+#[derive(Debug, Clone)]
+pub struct BenchQueries {
+    /// Preloads `$1 int8` pending messages into `<schema>.messages`.
+    pub preload_outbox: String,
+    /// Creates the seed-shaped table and its index.
+    pub seed_create: String,
+    /// Preloads `$1 int8` pending rows into the seed-shaped table.
+    pub seed_preload: String,
+    /// Seed claim: `$1 int8 limit, $2 relay id` → `(id, topic, payload)`.
+    pub seed_claim: String,
+    /// Seed publish (one message): `$1 int8 id, $2 topic, $3 jsonb, $4 publisher`.
+    pub seed_publish_one: String,
+    /// Seed mark sent (one message): `$1 int8 id, $2 relay id`.
+    pub seed_mark_sent_one: String,
+    /// Naive batch: claim, insert into the sink and UPDATE status in one
+    /// statement: `$1 int8 limit, $2 relay id` → rows.
+    pub naive_update_batch: String,
+    /// The DELETE limit: claim, insert into the sink and DELETE in one
+    /// statement: `$1 int8 limit, $2 publisher` → rows.
+    pub delete_batch: String,
+    /// Rows of the seed-shaped table not yet sent.
+    pub seed_unsent: String,
+}
+
+impl BenchQueries {
+    /// Renders the statements for `schema`.
+    pub fn new(schema: &Schema) -> Self {
+        let r = |t: &str| render(t, schema);
+        Self {
+            preload_outbox: r("INSERT INTO {schema}.messages \
+                 (event_type, aggregate_type, aggregate_id, topic, payload) \
+                 SELECT 'bench.event', 'bench', g::text, 'bench', \
+                        jsonb_build_object('i', g, 'pad', repeat('x', 100)) \
+                   FROM generate_series(1, $1::int8) g"),
+            seed_create: r("CREATE TABLE {schema}.seed_messages ( \
+                   id BIGSERIAL PRIMARY KEY, aggregate_type TEXT NOT NULL, aggregate_id BIGINT NOT NULL, \
+                   topic TEXT NOT NULL, payload JSONB NOT NULL, \
+                   status TEXT NOT NULL CHECK (status IN ('pending','processing','sent','failed')), \
+                   attempts INT NOT NULL DEFAULT 0, next_run_at TIMESTAMPTZ NOT NULL DEFAULT now(), \
+                   locked_by TEXT, locked_at TIMESTAMPTZ, last_error TEXT, \
+                   created_at TIMESTAMPTZ NOT NULL DEFAULT now(), sent_at TIMESTAMPTZ); \
+                 CREATE INDEX ON {schema}.seed_messages (status, next_run_at, id)"),
+            seed_preload: r("INSERT INTO {schema}.seed_messages \
+                 (aggregate_type, aggregate_id, topic, payload, status) \
+                 SELECT 'bench', g, 'bench', jsonb_build_object('i', g, 'pad', repeat('x', 100)), 'pending' \
+                   FROM generate_series(1, $1::int8) g"),
+            seed_claim: r("WITH c AS ( \
+                   SELECT id FROM {schema}.seed_messages \
+                    WHERE status IN ('pending', 'failed') AND next_run_at <= now() \
+                    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) \
+                 UPDATE {schema}.seed_messages m \
+                    SET status = 'processing', attempts = attempts + 1, locked_by = $2, locked_at = now() \
+                   FROM c WHERE m.id = c.id RETURNING m.id, m.topic, m.payload"),
+            seed_publish_one: r("INSERT INTO {schema}.published_events \
+                 (message_id, event_id, topic, payload, publisher) \
+                 VALUES ($1, gen_random_uuid(), $2, $3, $4)"),
+            seed_mark_sent_one: r("UPDATE {schema}.seed_messages \
+                    SET status = 'sent', sent_at = now(), locked_by = NULL, locked_at = NULL \
+                  WHERE id = $1 AND status = 'processing' AND locked_by = $2"),
+            naive_update_batch: r("WITH c AS ( \
+                   SELECT id, topic, payload FROM {schema}.seed_messages \
+                    WHERE status IN ('pending', 'failed') AND next_run_at <= now() \
+                    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), \
+                 ins AS ( \
+                   INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
+                   SELECT id, gen_random_uuid(), topic, payload, $2 FROM c) \
+                 UPDATE {schema}.seed_messages m \
+                    SET status = 'sent', attempts = attempts + 1, sent_at = now() \
+                   FROM c WHERE m.id = c.id"),
+            delete_batch: r("WITH c AS ( \
+                   DELETE FROM {schema}.seed_messages \
+                    WHERE id IN (SELECT id FROM {schema}.seed_messages \
+                                  WHERE status IN ('pending', 'failed') AND next_run_at <= now() \
+                                  ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) \
+                   RETURNING id, topic, payload) \
+                 INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
+                 SELECT id, gen_random_uuid(), topic, payload, $2 FROM c"),
+            seed_unsent: r("SELECT count(*) FROM {schema}.seed_messages WHERE status <> 'sent'"),
+        }
+    }
+}
