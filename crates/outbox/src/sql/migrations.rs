@@ -21,11 +21,18 @@ pub struct Migration {
 }
 
 /// Every migration this build ships, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("migrations/0001_init.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "archive_dead_replays",
+        sql: include_str!("migrations/0002_archive_dead_replays.sql"),
+    },
+];
 
 /// The SQL script that creates or upgrades `schema` to the latest version.
 /// Idempotent; refuses a schema migrated by a newer build.
