@@ -1,3 +1,6 @@
+pub mod archive;
+pub mod config;
+pub mod dead;
 pub mod demo;
 pub mod migrate;
 pub mod relay;
