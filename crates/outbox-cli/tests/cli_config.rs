@@ -97,6 +97,10 @@ async fn the_relay_runs_with_the_effective_config() {
     assert_eq!(out.trim(), "claimed=3 published=3 marked_sent=3 failed=0");
 }
 
+/// A bad-configuration case: config file text, an environment variable,
+/// the expected message.
+type Case<'a> = (&'a str, Option<(&'a str, &'a str)>, &'a str);
+
 /// Each bad configuration fails with a message naming the problem, and
 /// neither `migrate` (on a fresh schema) nor `relay --once` (on pending
 /// rows) writes anything.
@@ -105,8 +109,7 @@ async fn bad_configs_fail_clearly_and_write_nothing() {
     let t = TestSchema::new("cli_cfg_bad").await;
     pending(&t).await;
     let fresh = TestSchema::unmigrated("cli_cfg_fresh").await;
-    // (config file, environment, expected message)
-    let cases: &[(&str, Option<(&str, &str)>, &str)] = &[
+    let cases: &[Case<'_>] = &[
         (
             "bach_size = 5\n",
             None,
