@@ -161,7 +161,12 @@ async fn bad_configs_fail_clearly_and_write_nothing() {
             let (ok, out, err) = run(&mut cmd);
             assert!(!ok, "{args:?} with {text:?} {env:?} succeeded:\n{out}");
             assert!(err.contains(want), "{args:?}: want {want:?} in\n{err}");
-            assert!(err.starts_with("error: invalid configuration"), "{err}");
+            assert!(err.starts_with("error: invalid configuration: "), "{err}");
+            assert_eq!(
+                err.trim_end().lines().count(),
+                1,
+                "one problem, one line: {err}"
+            );
             assert!(!err.contains("hunter2"), "{err}");
             assert!(out.is_empty(), "nothing on stdout: {out}");
         }

@@ -46,13 +46,19 @@ impl fmt::Display for Source {
 pub struct ConfigErrors(pub Vec<String>);
 
 impl fmt::Display for ConfigErrors {
+    /// One problem: one line (the CLI's errors are one sentence). Several:
+    /// a header, then one line each.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid configuration ({} problem", self.0.len())?;
-        f.write_str(if self.0.len() == 1 { ")" } else { "s)" })?;
-        for e in &self.0 {
-            write!(f, "\n  - {e}")?;
+        match self.0.as_slice() {
+            [one] => write!(f, "invalid configuration: {one}"),
+            all => {
+                write!(f, "invalid configuration ({} problems):", all.len())?;
+                for e in all {
+                    write!(f, "\n  - {e}")?;
+                }
+                Ok(())
+            }
         }
-        Ok(())
     }
 }
 

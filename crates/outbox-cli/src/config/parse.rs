@@ -102,17 +102,37 @@ pub fn database_url(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
-/// `postgres`, or `scheme://…`. Which schemes exist depends on the
-/// publishers compiled in; the relay names them when it builds one.
+/// Every publisher scheme of the contract (DESIGN.md "Publisher URLs").
+/// Whether this build compiled a given one in is for the relay to say
+/// when it builds the publisher; a scheme outside this list is a typo.
+const PUBLISHER_SCHEMES: &[&str] = &[
+    "postgres",
+    "postgresql",
+    "redis",
+    "rediss",
+    "asynq",
+    "amqp",
+    "amqps",
+    "nats",
+    "kafka",
+    "mqtt",
+    "mqtts",
+    "http",
+    "https",
+];
+
+/// `postgres`, or a URL whose scheme is a known publisher's.
 pub fn publisher(s: &str) -> Result<String, String> {
     let scheme = s.split_once("://").map_or(s, |(scheme, _)| scheme);
-    let ok = !scheme.is_empty()
-        && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
-        && scheme
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c));
-    if !ok {
-        return Err("expected `postgres` or a URL such as redis://host:6379".into());
+    if !PUBLISHER_SCHEMES.contains(&scheme) {
+        return Err(format!(
+            "unknown publisher scheme {scheme:?}: expected `postgres` or a URL starting with one of {}",
+            PUBLISHER_SCHEMES
+                .iter()
+                .map(|s| format!("{s}://"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
     }
     Ok(s.to_owned())
 }
@@ -177,5 +197,9 @@ mod tests {
         assert!(fraction("1").is_err());
         assert!(publisher("redis://h").is_ok());
         assert!(publisher("://h").is_err());
+        assert!(publisher("postgres").is_ok());
+        assert!(publisher("carrier-pigeon://x")
+            .unwrap_err()
+            .contains("unknown publisher scheme \"carrier-pigeon\""));
     }
 }

@@ -144,3 +144,14 @@ fn render_is_toml_with_sources_and_no_password() {
     let back: toml::Table = out.parse().unwrap();
     assert_eq!(back["batch_size"].as_integer(), Some(500));
 }
+
+#[test]
+fn one_problem_is_one_line() {
+    let err = load(None, &[("lease", "soon".into())], env_of(&[])).unwrap_err();
+    let text = err.to_string();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with("invalid configuration: lease = \"soon\" (from flag --lease): "),
+        "{text}"
+    );
+}
