@@ -22,7 +22,9 @@ where
 
 /// A duration that must not be zero.
 pub fn positive_duration(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+    // humantime's own message ("expected number at 0") says where, not what.
+    let d = parse_duration(s)
+        .map_err(|_| "expected a duration such as 250ms, 30s, 5m, 1h30m, 7d".to_owned())?;
     if d.is_zero() {
         return Err("must be longer than zero".into());
     }
