@@ -71,6 +71,12 @@ struct Raw {
     source: Source,
 }
 
+impl Raw {
+    fn new(value: Option<String>, source: Source) -> Self {
+        Self { value, source }
+    }
+}
+
 /// The validated, effective configuration.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -123,50 +129,23 @@ pub fn load(
         .iter()
         .map(|k| {
             let value = k.default.map(str::to_owned);
-            (
-                k.name,
-                Raw {
-                    value,
-                    source: Source::Default,
-                },
-            )
+            (k.name, Raw::new(value, Source::Default))
         })
         .collect();
     if let Some(path) = file {
         for (name, value) in read_file(path, &mut errors) {
-            let source = Source::File(path.to_owned());
-            raw.insert(
-                name,
-                Raw {
-                    value: Some(value),
-                    source,
-                },
-            );
+            raw.insert(name, Raw::new(Some(value), Source::File(path.to_owned())));
         }
     }
     for k in KEYS {
         // An empty variable counts as unset, as shells often export them so.
         if let Some(v) = env(k.env).filter(|v| !v.is_empty()) {
-            let source = Source::Env(k.env);
-            raw.insert(
-                k.name,
-                Raw {
-                    value: Some(v),
-                    source,
-                },
-            );
+            raw.insert(k.name, Raw::new(Some(v), Source::Env(k.env)));
         }
     }
     for (name, value) in flags {
         let k = keys::find(name).expect("flags name known keys");
-        let source = Source::Flag(k.flag);
-        raw.insert(
-            k.name,
-            Raw {
-                value: Some(value.clone()),
-                source,
-            },
-        );
+        raw.insert(k.name, Raw::new(Some(value.clone()), Source::Flag(k.flag)));
     }
     let settings = Settings::from_raw(raw, file, &mut errors);
     if errors.is_empty() {
@@ -189,10 +168,15 @@ fn read_file(path: &Path, errors: &mut Vec<String>) -> Vec<(&'static str, String
     let table: toml::Table = match text.parse() {
         Ok(t) => t,
         Err(e) => {
-            let e = e.to_string().replace('\n', " ");
+            // toml's Display draws a multi-line caret diagram; one line
+            // with the line number says the same.
+            let line = e
+                .span()
+                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
+            let at = line.map(|l| format!(" (line {l})")).unwrap_or_default();
             errors.push(format!(
-                "config file {shown} is not valid TOML: {}",
-                e.trim()
+                "config file {shown} is not valid TOML{at}: {}",
+                e.message().trim().replace('\n', ", ")
             ));
             return Vec::new();
         }

@@ -105,11 +105,12 @@ fn bad_files_are_named() {
     assert!(missing
         .to_string()
         .contains("cannot read config file /nonexistent/outbox.toml"));
-    let f = file("batch_size = \n");
-    assert!(load(Some(f.path()), &[], env_of(&[]))
+    let f = file("schema = \"x\"\nbatch_size = \n");
+    let e = load(Some(f.path()), &[], env_of(&[]))
         .unwrap_err()
-        .to_string()
-        .contains("is not valid TOML"));
+        .to_string();
+    assert!(e.contains("is not valid TOML (line 2): "), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
     let f = file("[relay]\nbatch_size = 1\n");
     let e = load(Some(f.path()), &[], env_of(&[]))
         .unwrap_err()
