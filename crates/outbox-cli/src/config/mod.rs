@@ -345,10 +345,11 @@ impl Settings {
                     } else {
                         v.clone()
                     };
+                    // Numbers as TOML numbers (rate_limit may also be "off").
                     let numeric = matches!(
                         k.name,
-                        "batch_size" | "max_attempts" | "concurrency" | "jitter"
-                    );
+                        "batch_size" | "max_attempts" | "concurrency" | "jitter" | "rate_limit"
+                    ) && v.trim().parse::<f64>().is_ok_and(f64::is_finite);
                     if numeric {
                         format!("{} = {}", k.name, v.trim())
                     } else {

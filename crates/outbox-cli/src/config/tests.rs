@@ -130,7 +130,10 @@ fn off_unsets_optional_keys() {
 #[test]
 fn render_is_toml_with_sources_and_no_password() {
     let env = env_of(&[("DATABASE_URL", "postgres://app:s3cret@db/x")]);
-    let flags = [("publisher", "postgres://sink:t0psecret@other/y".to_owned())];
+    let flags = [
+        ("publisher", "postgres://sink:t0psecret@other/y".to_owned()),
+        ("rate_limit", "50".to_owned()),
+    ];
     let s = load(None, &flags, &env).unwrap();
     let out = s.render();
     assert!(
@@ -144,6 +147,8 @@ fn render_is_toml_with_sources_and_no_password() {
     // The output reads back as a config file.
     let back: toml::Table = out.parse().unwrap();
     assert_eq!(back["batch_size"].as_integer(), Some(500));
+    assert_eq!(back["rate_limit"].as_integer(), Some(50));
+    assert_eq!(back["archive_after"].as_str(), Some("off"));
 }
 
 #[test]
@@ -155,4 +160,24 @@ fn one_problem_is_one_line() {
         text.starts_with("invalid configuration: lease = \"soon\" (from flag --lease): "),
         "{text}"
     );
+}
+
+#[test]
+fn check_output_loads_back_as_a_config_file() {
+    let flags = [
+        ("batch_size", "42".to_owned()),
+        ("backoff", "2s,1m".to_owned()),
+        ("notify", "off".to_owned()),
+        ("rate_limit", "7".to_owned()),
+        ("metrics_addr", "127.0.0.1:9090".to_owned()),
+    ];
+    let first = load(None, &flags, env_of(&[])).unwrap();
+    let f = file(&first.render());
+    let again = load(Some(f.path()), &[], env_of(&[])).unwrap();
+    assert_eq!(again.batch_size, 42);
+    assert_eq!(again.backoff, first.backoff);
+    assert!(!again.notify);
+    assert_eq!(again.rate_limit, Some(7));
+    assert_eq!(again.metrics_addr, first.metrics_addr);
+    assert_eq!(again.relay_id, None);
 }
