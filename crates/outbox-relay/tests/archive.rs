@@ -203,3 +203,26 @@ async fn run_stops_on_shutdown() {
     task.await.unwrap().unwrap();
     assert_eq!(unsent(&t).await, 3);
 }
+
+#[tokio::test]
+async fn two_archivers_at_once_take_each_row_once() {
+    let t = TestSchema::new("archive_twice").await;
+    fill(&t, 500).await;
+    let config = Config {
+        older_than: DAY,
+        batch_size: 7,
+        include_dead: true,
+        ..Config::default()
+    };
+    let (a, b) = (archiver(&t, config.clone()), archiver(&t, config));
+    let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
+    let (ra, rb) = (ra.unwrap(), rb.unwrap());
+    assert_eq!(ra.sent + rb.sent, 500);
+    assert_eq!(ra.dead + rb.dead, 2);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.archived_messages")
+            .await,
+        502
+    );
+    assert_eq!(unsent(&t).await, 3);
+}
