@@ -1,23 +1,31 @@
-//! `outbox`: migrate, relay, stats and the seed's demo. Parsing lives here;
-//! each subcommand is one file in `cmd/`.
+//! `outbox`: migrate, relay, stats, dead-letter handling, archiving, config
+//! and the seed's demo. Parsing lives here; each subcommand is one file in
+//! `cmd/`; the effective configuration (file < env < flags) in `config/`.
 
 mod cmd;
+mod config;
 mod db;
 mod embedded;
 
 use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// A transactional outbox for PostgreSQL.
 #[derive(Debug, Parser)]
 #[command(name = "outbox", version, about, propagate_version = true)]
 struct Cli {
-    /// PostgreSQL URL of the outbox database.
-    #[arg(long, env = "DATABASE_URL", global = true, hide_env_values = true)]
+    /// PostgreSQL URL of the outbox database [env: DATABASE_URL].
+    // No clap `env =` here or below: the config loader reads the
+    // environment itself so it can tell where each value came from.
+    #[arg(long, global = true)]
     database_url: Option<String>,
-    /// Schema holding the outbox tables.
-    #[arg(long, env = "OUTBOX_SCHEMA", global = true, default_value = outbox::DEFAULT_SCHEMA)]
-    schema: String,
+    /// Schema holding the outbox tables [env: OUTBOX_SCHEMA] [default: outbox].
+    #[arg(long, global = true)]
+    schema: Option<String>,
+    /// TOML configuration file; environment variables and flags override it.
+    #[arg(long, env = "OUTBOX_CONFIG", global = true)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -30,6 +38,12 @@ enum Command {
     Relay(cmd::relay::Args),
     /// Counts by status and the age of the oldest pending message.
     Stats(cmd::stats::Args),
+    /// Dead-letter handling: list, show, replay, purge.
+    Dead(cmd::dead::Args),
+    /// Move (or delete) old sent rows out of the live tables.
+    Archive(cmd::archive::Args),
+    /// Show the effective configuration and where each value came from.
+    Config(cmd::config::Args),
     /// The seed lab, reproduced: create-order, relay, crash-window, consume, tour.
     Demo(cmd::demo::Args),
     /// Throughput against the reference algorithms, on the same backlog.
@@ -62,12 +76,30 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let schema = outbox::Schema::new(&cli.schema)?;
-    let url = cli.database_url;
+    let mut flags = Vec::new();
+    if let Some(u) = cli.database_url {
+        flags.push(("database_url", u));
+    }
+    if let Some(s) = cli.schema {
+        flags.push(("schema", s));
+    }
+    match &cli.command {
+        Command::Relay(a) => flags.extend(a.flags.pairs()),
+        Command::Config(a) => flags.extend(a.flags()),
+        _ => {}
+    }
+    // Every command checks the whole configuration first, so a bad value
+    // fails before anything is written.
+    let settings = config::load(cli.config.as_deref(), &flags, |k| std::env::var(k).ok())?;
+    let url = settings.database_url.clone();
+    let schema = settings.schema.clone();
     match cli.command {
         Command::Migrate(args) => cmd::migrate::run(url, schema, args).await,
-        Command::Relay(args) => cmd::relay::run(url, schema, args).await,
+        Command::Relay(args) => cmd::relay::run(&settings, args).await,
         Command::Stats(args) => cmd::stats::run(url, schema, args).await,
+        Command::Dead(args) => cmd::dead::run(url, schema, args).await,
+        Command::Archive(args) => cmd::archive::run(&settings, args).await,
+        Command::Config(args) => cmd::config::run(&settings, args),
         Command::Demo(args) => cmd::demo::run(url, schema, args).await,
         Command::Bench(args) => cmd::bench::run(url, args).await,
     }

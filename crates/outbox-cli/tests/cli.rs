@@ -177,8 +177,8 @@ async fn migrate_twice_is_a_no_op() {
     stdout(&outbox(t.name(), &["migrate"]));
     assert_eq!(
         t.count("SELECT count(*) FROM {schema}.schema_migrations")
-            .await as usize,
-        outbox::sql::MIGRATIONS.len()
+            .await,
+        outbox::sql::MIGRATIONS.len() as i64
     );
 }
 
@@ -209,7 +209,7 @@ async fn bad_flags_fail_cleanly() {
     ));
     assert!(err.contains("unknown publisher"), "{err}");
     let err = failure(&outbox(t.name(), &["relay", "--once", "--batch-size", "0"]));
-    assert!(err.contains("batch size"), "{err}");
+    assert!(err.contains("batch_size"), "{err}");
     let o = outbox(t.name(), &["relay", "--once", "--lease", "soon"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--lease"));

@@ -20,9 +20,17 @@ pub enum Error {
     /// A benchmark or self-check found the outbox in a state it must never be in.
     #[error("check failed: {0}")]
     Check(String),
+    /// Dead-letter ids that are not dead messages; nothing was changed.
+    #[error("{}", not_dead_list(.0))]
+    NotDead(Vec<crate::dead::NotReplayed>),
     /// An error of the `outbox` library (schema name, ...).
     #[error(transparent)]
     Outbox(#[from] outbox::Error),
+}
+
+fn not_dead_list(items: &[crate::dead::NotReplayed]) -> String {
+    let list: Vec<String> = items.iter().map(ToString::to_string).collect();
+    list.join("; ")
 }
 
 /// Result alias for this crate.

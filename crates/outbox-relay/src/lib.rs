@@ -10,9 +10,13 @@
 //!   [`publishers::AnyPublisher`] is built from a `--publisher` URL.
 //! - [`retry`]: the backoff schedule, a pure function of (attempt, now).
 //! - [`clock`]: the injected clock.
+//! - [`dead`]: dead-letter handling ([`DeadLetters`]: list, show, replay, purge).
+//! - [`archive`]: the [`Archiver`], moving old sent/dead rows out of the live tables.
 
+pub mod archive;
 pub mod bench;
 mod clock;
+pub mod dead;
 pub mod envelope;
 mod error;
 mod listener;
@@ -23,7 +27,9 @@ pub mod relay;
 pub mod retry;
 pub mod store;
 
+pub use archive::{ArchiveStats, Archiver};
 pub use clock::{Clock, ManualClock, SystemClock};
+pub use dead::{DeadLetters, NotReplayed, ReplayTarget};
 pub use envelope::Envelope;
 pub use error::{Error, Result};
 pub use message::Message;

@@ -3,7 +3,7 @@
 
 use outbox::{sql::Queries, Delivery, Inbox, NewMessage, Outbox};
 use outbox_relay::publishers::postgres::PostgresPublisher;
-use outbox_relay::{Relay, RelayConfig, RetryPolicy, Store};
+use outbox_relay::{Clock, Relay, RelayConfig, RetryPolicy, Store};
 use outbox_testkit::TestSchema;
 use serde_json::json;
 use std::sync::Arc;
@@ -283,41 +283,81 @@ async fn permanent_sink_errors_go_dead_and_do_not_stop_the_rest() {
 }
 
 #[tokio::test]
-async fn an_unreachable_sink_fails_with_backoff_and_spends_attempts_until_dead() {
+async fn an_unreachable_sink_releases_claims_without_spending_attempts() {
     let t = TestSchema::new("relay_unreachable").await;
     enqueue(&t, 2, "t").await;
     let queries = Arc::new(Queries::new(&t.schema));
     let nowhere = outbox_relay::pool("postgres://postgres@127.0.0.1:1/none", 1).unwrap();
+    let r = Relay::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        PostgresPublisher::new(nowhere, queries, "r"),
+        RelayConfig::default(),
+    )
+    .unwrap();
+    let pass = r.run_once().await.unwrap();
+    assert_eq!((pass.claimed, pass.released, pass.failed), (2, 2, 0));
+    assert!(r.breaker_open());
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND attempts = 0 \
+                 AND last_error LIKE 'destination unreachable%' AND locked_by IS NULL"
+        )
+        .await,
+        2
+    );
+}
+
+#[tokio::test]
+async fn retryable_rejections_back_off_then_go_dead_after_max_attempts() {
+    let t = TestSchema::new("relay_retryable").await;
+    // The sink is up but refuses this topic with a retryable SQLSTATE
+    // (serialization_failure): the messages, not the destination, fail.
+    t.exec(
+        "CREATE FUNCTION {schema}.flaky() RETURNS trigger LANGUAGE plpgsql AS $$ \
+         BEGIN IF NEW.topic = 'flaky' THEN \
+           RAISE EXCEPTION 'try later' USING ERRCODE = 'serialization_failure'; END IF; \
+         RETURN NEW; END $$; \
+         CREATE TRIGGER flaky BEFORE INSERT ON {schema}.published_events \
+           FOR EACH ROW EXECUTE FUNCTION {schema}.flaky();",
+    )
+    .await;
+    enqueue(&t, 2, "flaky").await;
+    let clock = Arc::new(outbox_relay::ManualClock::new(chrono::Utc::now()));
     let config = RelayConfig {
         retry: RetryPolicy {
-            schedule: vec![Duration::ZERO],
+            schedule: vec![Duration::from_secs(60)],
             jitter: 0.0,
             max_attempts: 2,
         },
         ..RelayConfig::default()
     };
-    let r = Relay::new(
-        Store::new(t.pool.clone(), t.schema.clone()),
-        PostgresPublisher::new(nowhere, queries, "r"),
-        config,
-    )
-    .unwrap();
+    let r = relay(&t, "r", config).with_clock(clock.clone());
     let first = r.run_once().await.unwrap();
-    assert_eq!((first.claimed, first.failed, first.dead), (2, 2, 0));
     assert_eq!(
-        t.count(
-            "SELECT count(*) FROM {schema}.messages WHERE status = 'failed' AND attempts = 1 \
-                 AND last_error LIKE '%unreachable%' AND locked_by IS NULL"
-        )
+        (first.claimed, first.failed, first.dead, first.released),
+        (2, 2, 0, 0)
+    );
+    assert!(!r.breaker_open());
+    // Scheduled from the injected clock: exactly one schedule step later.
+    let due = (clock.now() + chrono::Duration::seconds(60)).to_rfc3339();
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE status = 'failed' AND attempts = 1 \
+                 AND last_error LIKE '%try later%' \
+                 AND abs(extract(epoch FROM next_run_at - '{due}'::timestamptz)) < 0.001"
+        ))
         .await,
         2
     );
+    assert_eq!(r.run_once().await.unwrap().claimed, 0, "not due yet");
+    t.exec("UPDATE {schema}.messages SET next_run_at = now()")
+        .await;
     let second = r.run_once().await.unwrap();
     assert_eq!((second.claimed, second.dead), (2, 2));
     assert_eq!(
         t.count(
             "SELECT count(*) FROM {schema}.messages WHERE status = 'dead' AND attempts = 2 \
-                 AND dead_reason LIKE 'max attempts (2)%'"
+                 AND dead_reason LIKE 'max attempts (2)%try later%'"
         )
         .await,
         2

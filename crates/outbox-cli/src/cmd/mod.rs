@@ -1,4 +1,7 @@
+pub mod archive;
 pub mod bench;
+pub mod config;
+pub mod dead;
 pub mod demo;
 pub mod migrate;
 pub mod relay;

@@ -1,7 +1,6 @@
-use super::parse_duration;
-use outbox::Schema;
+use crate::config::Settings;
 use outbox_relay::publishers::{AnyPublisher, PublisherContext};
-use outbox_relay::{Relay, RelayConfig, RetryPolicy, Store};
+use outbox_relay::{archive, Archiver, Relay, Store};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -11,53 +10,104 @@ pub struct Args {
     /// Run one pass (claim, publish, settle) and print its counts.
     #[arg(long)]
     once: bool,
-    /// Where to publish: `postgres` (the outbox database's published_events)
-    /// or `postgres://…` (another database).
-    #[arg(
-        long,
-        env = "OUTBOX_PUBLISHER",
-        default_value = "postgres",
-        hide_env_values = true
-    )]
-    publisher: String,
-    /// Messages claimed per batch (1..=10000).
-    #[arg(long, env = "OUTBOX_BATCH_SIZE", default_value_t = 500)]
-    batch_size: usize,
-    /// A claim older than this is presumed dead and its rows go back to pending.
-    #[arg(long, env = "OUTBOX_LEASE", default_value = "5m", value_parser = parse_duration)]
-    lease: Duration,
-    /// Attempts before a message goes to dead.
-    #[arg(long, env = "OUTBOX_MAX_ATTEMPTS", default_value_t = 10)]
-    max_attempts: i32,
-    /// Identifies this relay in `locked_by` (default: host-pid-random).
-    #[arg(long, env = "OUTBOX_RELAY_ID")]
-    relay_id: Option<String>,
+    #[command(flatten)]
+    pub flags: RelayFlags,
 }
 
-pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
-    let url = crate::db::require_url(url)?;
-    let pool = crate::db::connect(&url, 4).await?;
+/// The relay's settings as flags. Each overrides the config file and its
+/// `OUTBOX_*` variable; values are checked by the config loader, which
+/// reports every bad one at once.
+#[derive(Debug, Default, clap::Args)]
+pub struct RelayFlags {
+    /// Where to publish: `postgres` (the outbox database's published_events)
+    /// or a URL [env: OUTBOX_PUBLISHER] [default: postgres].
+    #[arg(long)]
+    publisher: Option<String>,
+    /// Messages claimed per batch, 1..=10000 [env: OUTBOX_BATCH_SIZE] [default: 500].
+    #[arg(long)]
+    batch_size: Option<String>,
+    /// Attempts before a message goes dead [env: OUTBOX_MAX_ATTEMPTS] [default: 10].
+    #[arg(long)]
+    max_attempts: Option<String>,
+    /// Retry delays, the last repeats [env: OUTBOX_BACKOFF] [default: 1s,5s,30s,2m,10m].
+    #[arg(long)]
+    backoff: Option<String>,
+    /// Fraction of each retry delay randomised, [0, 1) [env: OUTBOX_JITTER] [default: 0.1].
+    #[arg(long)]
+    jitter: Option<String>,
+    /// A claim older than this is presumed dead and its rows go back to
+    /// pending [env: OUTBOX_LEASE] [default: 5m].
+    #[arg(long)]
+    lease: Option<String>,
+    /// Identifies this relay in `locked_by` [env: OUTBOX_RELAY_ID] [default: host-pid-random].
+    #[arg(long)]
+    relay_id: Option<String>,
+    /// Wake up on the producers' NOTIFY: on|off (off for transaction-mode
+    /// PgBouncer) [env: OUTBOX_NOTIFY] [default: on].
+    #[arg(long)]
+    notify: Option<String>,
+    /// Sleep when there is nothing to do [env: OUTBOX_POLL_INTERVAL] [default: 1s].
+    #[arg(long)]
+    poll_interval: Option<String>,
+    /// How often expired leases are looked for [env: OUTBOX_REAP_INTERVAL] [default: 30s].
+    #[arg(long)]
+    reap_interval: Option<String>,
+    /// Claim/publish pipelines in parallel, 1..=64 [env: OUTBOX_CONCURRENCY] [default: 1].
+    #[arg(long)]
+    concurrency: Option<String>,
+    /// At most this many messages per second, or `off` [env: OUTBOX_RATE_LIMIT] [default: off].
+    #[arg(long)]
+    rate_limit: Option<String>,
+    /// Archive sent rows older than this while running, or `off`
+    /// [env: OUTBOX_ARCHIVE_AFTER] [default: off].
+    #[arg(long)]
+    archive_after: Option<String>,
+    /// Serve metrics on this address, e.g. 127.0.0.1:9090 [env: OUTBOX_METRICS_ADDR].
+    #[arg(long)]
+    metrics_addr: Option<String>,
+}
+
+impl RelayFlags {
+    /// The flags given, as `(config key, value)` pairs.
+    pub fn pairs(&self) -> Vec<(&'static str, String)> {
+        [
+            ("publisher", &self.publisher),
+            ("batch_size", &self.batch_size),
+            ("max_attempts", &self.max_attempts),
+            ("backoff", &self.backoff),
+            ("jitter", &self.jitter),
+            ("lease", &self.lease),
+            ("relay_id", &self.relay_id),
+            ("notify", &self.notify),
+            ("poll_interval", &self.poll_interval),
+            ("reap_interval", &self.reap_interval),
+            ("concurrency", &self.concurrency),
+            ("rate_limit", &self.rate_limit),
+            ("archive_after", &self.archive_after),
+            ("metrics_addr", &self.metrics_addr),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
+        .collect()
+    }
+}
+
+pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
+    let config = settings.relay_config();
+    config.validate()?;
+    let url = crate::db::require_url(settings.database_url.clone())?;
+    // Each pipeline holds at most two connections at once (the store's and,
+    // for the postgres sink, the publisher's); the reaper and archiver one each.
+    let pool = crate::db::connect(&url, 2 * config.concurrency + 2).await?;
+    let schema = settings.schema.clone();
     let store = Store::new(pool.clone(), schema.clone());
     store.check_migrated().await?;
-    let mut config = RelayConfig {
-        batch_size: args.batch_size,
-        lease: args.lease,
-        retry: RetryPolicy {
-            max_attempts: args.max_attempts,
-            ..RetryPolicy::default()
-        },
-        ..RelayConfig::default()
-    };
-    if let Some(id) = args.relay_id {
-        config.relay_id = id;
-    }
-    config.validate()?;
     let ctx = PublisherContext {
         pool,
         schema,
         relay_id: config.relay_id.clone(),
     };
-    let publisher = AnyPublisher::from_url(&args.publisher, &ctx).await?;
+    let publisher = AnyPublisher::from_url(&settings.publisher, &ctx).await?;
     let listen_config: tokio_postgres::Config = url.parse()?;
     let relay = Relay::new(store, publisher, config)?.with_listener(listen_config);
     if args.once {
@@ -65,8 +115,31 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         println!("{}", relay.run_once().await?);
         return Ok(());
     }
+    if let Some(addr) = settings.metrics_addr {
+        // Accepted and validated now so configs can carry it; the metrics
+        // endpoint itself is not served by this build yet.
+        tracing::warn!(%addr, "metrics_addr is set but this build serves no metrics yet");
+    }
     let shutdown = CancellationToken::new();
     tokio::spawn(signal_shutdown(shutdown.clone()));
+    if let Some(after) = relay.config().archive_after {
+        let archiver = Archiver::new(
+            relay.store().clone(),
+            archive::Config {
+                older_than: after,
+                ..archive::Config::default()
+            },
+        )?;
+        // Checking a few times per retention period keeps the hot tables
+        // near their steady size without churning on every pass.
+        let every = (after / 4).clamp(Duration::from_secs(10), Duration::from_secs(3600));
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(e) = archiver.run(stop, every).await {
+                tracing::error!(error = %e, "archiver stopped");
+            }
+        });
+    }
     tracing::info!(relay_id = %relay.config().relay_id, "relay running");
     relay.run(shutdown).await?;
     Ok(())

@@ -11,6 +11,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::Row;
 
+mod archive;
+mod dead;
+
+pub use archive::{ArchiveBatch, ArchiveBatchParams};
+pub use dead::{DeadListParams, DeadMessage, ReplayParams};
+
 /// The relay's handle on the outbox tables of one schema.
 #[derive(Clone)]
 pub struct Store {

@@ -27,7 +27,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "init",
         sql: include_str!("migrations/0001_init.sql"),
     },
-    // Version 2 is taken by the dead-letter/archive tables.
+    Migration {
+        version: 2,
+        name: "archive_dead_replays",
+        sql: include_str!("migrations/0002_archive_dead_replays.sql"),
+    },
     Migration {
         version: 3,
         name: "notify",

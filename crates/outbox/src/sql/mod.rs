@@ -4,11 +4,15 @@
 //! validated [`Schema`] into a [`Queries`] value; values are always bound
 //! parameters. Migrations are the numbered files in `sql/migrations/`.
 
+mod archive;
 mod bench;
+mod dead;
 mod migrations;
 mod queries;
 
+pub use archive::ArchiveQueries;
 pub use bench::BenchQueries;
+pub use dead::{DeadQueries, DEAD_COLUMNS};
 pub use migrations::{migrate_script, Migration, MIGRATIONS};
 pub use queries::Queries;
 

@@ -1,7 +1,7 @@
 //! Every statement the library, the relay and the demo run, rendered once
 //! per schema. Each field documents its parameters and result columns.
 
-use super::render;
+use super::{render, ArchiveQueries, DeadQueries};
 use crate::Schema;
 
 /// Columns the relay reads for each claimed message, in this order.
@@ -68,6 +68,11 @@ pub struct Queries {
     pub demo_unsettled: String,
     /// Demo consumer's business effect: `$1 int8` order id.
     pub demo_confirm_order: String,
+
+    /// Dead-letter handling.
+    pub dead: DeadQueries,
+    /// Archiving.
+    pub archive: ArchiveQueries,
 }
 
 impl Queries {
@@ -179,6 +184,8 @@ impl Queries {
             demo_confirm_order: r(
                 "UPDATE {schema}.demo_orders SET status = 'confirmed' WHERE id = $1",
             ),
+            dead: DeadQueries::new(schema),
+            archive: ArchiveQueries::new(schema),
         }
     }
 }

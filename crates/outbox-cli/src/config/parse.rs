@@ -1,0 +1,207 @@
+//! Turning one raw text value into a typed one, with a message that says
+//! what was expected. The caller adds the key, the value and its source.
+
+use crate::cmd::parse_duration;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// A whole number within `min..=max`.
+pub fn number<T>(s: &str, min: T, max: T) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    let n: T = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a whole number".to_owned())?;
+    if n < min || n > max {
+        return Err(format!("must be between {min} and {max}"));
+    }
+    Ok(n)
+}
+
+/// A duration that must not be zero.
+pub fn positive_duration(s: &str) -> Result<Duration, String> {
+    // humantime's own message ("expected number at 0") says where, not what.
+    let d = parse_duration(s)
+        .map_err(|_| "expected a duration such as 250ms, 30s, 5m, 1h30m, 7d".to_owned())?;
+    if d.is_zero() {
+        return Err("must be longer than zero".into());
+    }
+    Ok(d)
+}
+
+/// `off` / `none` for "not set", else `inner`.
+pub fn optional<T>(
+    s: &str,
+    inner: impl Fn(&str) -> Result<T, String>,
+) -> Result<Option<T>, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "off" | "none" => Ok(None),
+        _ => inner(s).map(Some),
+    }
+}
+
+/// `on`/`off` (also `true`/`false`, `yes`/`no`, `1`/`0`).
+pub fn switch(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err("expected on or off".into()),
+    }
+}
+
+/// A comma-separated list of durations, e.g. `1s,5s,30s,2m,10m`.
+pub fn backoff(s: &str) -> Result<Vec<Duration>, String> {
+    let mut steps = Vec::new();
+    for item in s.split(',') {
+        let item = item.trim();
+        if item.is_empty() {
+            return Err("expected a comma-separated list of durations such as 1s,5s,30s,2m,10m, with no empty item".into());
+        }
+        steps.push(positive_duration(item).map_err(|e| format!("step {item:?}: {e}"))?);
+    }
+    Ok(steps)
+}
+
+/// A fraction in `[0, 1)`.
+pub fn fraction(s: &str) -> Result<f64, String> {
+    let f: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "expected a number such as 0.1".to_owned())?;
+    if !(0.0..1.0).contains(&f) {
+        return Err("must be at least 0 and below 1".into());
+    }
+    Ok(f)
+}
+
+/// `ip:port`, e.g. `127.0.0.1:9090` or `[::1]:9090`.
+pub fn socket_addr(s: &str) -> Result<SocketAddr, String> {
+    s.trim()
+        .parse()
+        .map_err(|_| "expected an address such as 127.0.0.1:9090 or [::]:9090".into())
+}
+
+/// A PostgreSQL URL (`postgres://` or `postgresql://`) or a libpq
+/// `key=value` connection string.
+pub fn database_url(s: &str) -> Result<String, String> {
+    if let Some((scheme, _)) = s.split_once("://") {
+        if scheme != "postgres" && scheme != "postgresql" {
+            return Err(format!(
+                "unsupported scheme {scheme:?}: expected postgres:// or postgresql://"
+            ));
+        }
+    } else if !s.contains('=') {
+        return Err(
+            "expected a URL such as postgres://user@host:5432/db or key=value pairs".into(),
+        );
+    }
+    // tokio-postgres's own parser, so a URL accepted here also connects;
+    // its message never contains the password.
+    s.parse::<tokio_postgres::Config>()
+        .map_err(|e| format!("not a valid connection string: {e}"))?;
+    Ok(s.to_owned())
+}
+
+/// Every publisher scheme of the contract (DESIGN.md "Publisher URLs").
+/// Whether this build compiled a given one in is for the relay to say
+/// when it builds the publisher; a scheme outside this list is a typo.
+const PUBLISHER_SCHEMES: &[&str] = &[
+    "postgres",
+    "postgresql",
+    "redis",
+    "rediss",
+    "asynq",
+    "amqp",
+    "amqps",
+    "nats",
+    "kafka",
+    "mqtt",
+    "mqtts",
+    "http",
+    "https",
+];
+
+/// `postgres`, or a URL whose scheme is a known publisher's.
+pub fn publisher(s: &str) -> Result<String, String> {
+    let scheme = s.split_once("://").map_or(s, |(scheme, _)| scheme);
+    if !PUBLISHER_SCHEMES.contains(&scheme) {
+        return Err(format!(
+            "unknown publisher scheme {scheme:?}: expected `postgres` or a URL starting with one of {}",
+            PUBLISHER_SCHEMES
+                .iter()
+                .map(|s| format!("{s}://"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    Ok(s.to_owned())
+}
+
+/// Hides passwords in a URL (`user:***@`), in `password=` query
+/// parameters and in libpq `password=` pairs.
+pub fn redact(s: &str) -> String {
+    let s = outbox_relay::publishers::redact_url(s);
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s.as_str();
+    while let Some(i) = rest.to_ascii_lowercase().find("password=") {
+        let (head, tail) = rest.split_at(i + "password=".len());
+        out.push_str(head);
+        let end = tail.find(['&', ' ', '#']).unwrap_or(tail.len());
+        out.push_str("***");
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_every_password_form() {
+        for (input, want) in [
+            ("postgres://u:pw@h/db", "postgres://u:***@h/db"),
+            (
+                "postgres://u@h/db?password=pw&x=1",
+                "postgres://u@h/db?password=***&x=1",
+            ),
+            ("host=h password=pw user=u", "host=h password=*** user=u"),
+            ("postgres", "postgres"),
+        ] {
+            assert_eq!(redact(input), want);
+        }
+    }
+
+    #[test]
+    fn database_urls() {
+        assert!(database_url("postgres://u@h:5432/db").is_ok());
+        assert!(database_url("host=/tmp user=x").is_ok());
+        assert!(database_url("mysql://u@h/db")
+            .unwrap_err()
+            .contains("mysql"));
+        assert!(database_url("nonsense").is_err());
+    }
+
+    #[test]
+    fn values() {
+        assert_eq!(number::<usize>("10", 1, 100), Ok(10));
+        assert!(number::<usize>("0", 1, 100).is_err());
+        assert!(number::<usize>("x", 1, 100).is_err());
+        assert_eq!(backoff("1s, 2m").unwrap().len(), 2);
+        assert!(backoff("1s,,2s").is_err());
+        assert!(backoff("1s,5x").unwrap_err().contains("5x"));
+        assert_eq!(optional("off", positive_duration), Ok(None));
+        assert_eq!(switch("OFF"), Ok(false));
+        assert!(socket_addr("localhost").is_err());
+        assert!(fraction("1").is_err());
+        assert!(publisher("redis://h").is_ok());
+        assert!(publisher("://h").is_err());
+        assert!(publisher("postgres").is_ok());
+        assert!(publisher("carrier-pigeon://x")
+            .unwrap_err()
+            .contains("unknown publisher scheme \"carrier-pigeon\""));
+    }
+}

@@ -1,0 +1,183 @@
+use super::*;
+use std::io::Write;
+
+fn file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k| map.get(k).cloned()
+}
+
+#[test]
+fn defaults_match_the_relay_defaults() {
+    let s = load(None, &[], env_of(&[])).unwrap();
+    let c = s.relay_config();
+    let d = RelayConfig::default();
+    assert_eq!(c.batch_size, d.batch_size);
+    assert_eq!(c.lease, d.lease);
+    assert_eq!(c.retry, d.retry);
+    assert_eq!(c.idle_sleep, d.idle_sleep);
+    assert_eq!(c.notify, d.notify);
+    assert_eq!(c.rate_limit, None);
+    assert_eq!(s.schema.name(), "outbox");
+    assert_eq!(s.source("batch_size"), &Source::Default);
+}
+
+#[test]
+fn file_then_env_then_flags() {
+    let f = file("batch_size = 100\nlease = \"1m\"\nnotify = false\nbackoff = [\"2s\", \"4s\"]\n");
+    let env = env_of(&[("OUTBOX_BATCH_SIZE", "200"), ("OUTBOX_LEASE", "")]);
+    let s = load(Some(f.path()), &[], &env).unwrap();
+    assert_eq!(s.batch_size, 200);
+    assert_eq!(s.source("batch_size"), &Source::Env("OUTBOX_BATCH_SIZE"));
+    // An empty variable does not override the file.
+    assert_eq!(s.lease, Duration::from_secs(60));
+    assert_eq!(s.source("lease"), &Source::File(f.path().to_owned()));
+    assert!(!s.notify);
+    assert_eq!(s.backoff, [2, 4].map(Duration::from_secs));
+
+    let flags = [
+        ("batch_size", "300".to_owned()),
+        ("rate_limit", "50".to_owned()),
+    ];
+    let s = load(Some(f.path()), &flags, &env).unwrap();
+    assert_eq!(s.batch_size, 300);
+    assert_eq!(s.source("batch_size"), &Source::Flag("--batch-size"));
+    assert_eq!(s.relay_config().rate_limit, Some(50));
+}
+
+#[test]
+fn every_problem_is_reported_with_key_value_and_source() {
+    let f = file("bach_size = 5\nlease = \"5 parsecs\"\nconcurrency = \"many\"\n");
+    let env = env_of(&[
+        ("DATABASE_URL", "mysql://root:hunter2@db/x"),
+        ("OUTBOX_SCHEMA", "Bad-Name"),
+        ("OUTBOX_METRICS_ADDR", "localhost"),
+    ]);
+    let err = load(Some(f.path()), &[("max_attempts", "0".into())], &env).unwrap_err();
+    let text = err.to_string();
+    let shown = f.path().display().to_string();
+    assert_eq!(err.0.len(), 7, "{text}");
+    assert!(
+        text.contains(&format!(
+            "config file {shown}: unknown key \"bach_size\" (did you mean batch_size?)"
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("lease = \"5 parsecs\" (from file {shown})")),
+        "{text}"
+    );
+    assert!(text.contains("concurrency = \"many\""), "{text}");
+    assert!(
+        text.contains(
+            "database_url = \"mysql://root:***@db/x\" (from env DATABASE_URL): unsupported scheme"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(
+        text.contains("schema = \"Bad-Name\" (from env OUTBOX_SCHEMA)"),
+        "{text}"
+    );
+    assert!(text.contains("metrics_addr = \"localhost\""), "{text}");
+    assert!(
+        text.contains("max_attempts = \"0\" (from flag --max-attempts): must be between"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_files_are_named() {
+    let missing = load(
+        Some(Path::new("/nonexistent/outbox.toml")),
+        &[],
+        env_of(&[]),
+    )
+    .unwrap_err();
+    assert!(missing
+        .to_string()
+        .contains("cannot read config file /nonexistent/outbox.toml"));
+    let f = file("schema = \"x\"\nbatch_size = \n");
+    let e = load(Some(f.path()), &[], env_of(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is not valid TOML (line 2): "), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    let f = file("[relay]\nbatch_size = 1\n");
+    let e = load(Some(f.path()), &[], env_of(&[]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown key \"relay\""), "{e}");
+}
+
+#[test]
+fn off_unsets_optional_keys() {
+    let f = file("rate_limit = 10\narchive_after = \"1d\"\n");
+    let env = env_of(&[("OUTBOX_RATE_LIMIT", "off")]);
+    let s = load(Some(f.path()), &[("archive_after", "none".into())], &env).unwrap();
+    assert_eq!(s.rate_limit, None);
+    assert_eq!(s.archive_after, None);
+}
+
+#[test]
+fn render_is_toml_with_sources_and_no_password() {
+    let env = env_of(&[("DATABASE_URL", "postgres://app:s3cret@db/x")]);
+    let flags = [
+        ("publisher", "postgres://sink:t0psecret@other/y".to_owned()),
+        ("rate_limit", "50".to_owned()),
+    ];
+    let s = load(None, &flags, &env).unwrap();
+    let out = s.render();
+    assert!(
+        !out.contains("s3cret") && !out.contains("t0psecret"),
+        "{out}"
+    );
+    assert!(out.contains("# env DATABASE_URL"), "{out}");
+    assert!(out.contains("# flag --publisher"), "{out}");
+    assert!(out.contains("batch_size = 500"), "{out}");
+    assert!(out.contains("# relay_id is not set"), "{out}");
+    // The output reads back as a config file.
+    let back: toml::Table = out.parse().unwrap();
+    assert_eq!(back["batch_size"].as_integer(), Some(500));
+    assert_eq!(back["rate_limit"].as_integer(), Some(50));
+    assert_eq!(back["archive_after"].as_str(), Some("off"));
+}
+
+#[test]
+fn one_problem_is_one_line() {
+    let err = load(None, &[("lease", "soon".into())], env_of(&[])).unwrap_err();
+    let text = err.to_string();
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.starts_with("invalid configuration: lease = \"soon\" (from flag --lease): "),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_output_loads_back_as_a_config_file() {
+    let flags = [
+        ("batch_size", "42".to_owned()),
+        ("backoff", "2s,1m".to_owned()),
+        ("notify", "off".to_owned()),
+        ("rate_limit", "7".to_owned()),
+        ("metrics_addr", "127.0.0.1:9090".to_owned()),
+    ];
+    let first = load(None, &flags, env_of(&[])).unwrap();
+    let f = file(&first.render());
+    let again = load(Some(f.path()), &[], env_of(&[])).unwrap();
+    assert_eq!(again.batch_size, 42);
+    assert_eq!(again.backoff, first.backoff);
+    assert!(!again.notify);
+    assert_eq!(again.rate_limit, Some(7));
+    assert_eq!(again.metrics_addr, first.metrics_addr);
+    assert_eq!(again.relay_id, None);
+}

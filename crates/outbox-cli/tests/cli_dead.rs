@@ -1,0 +1,196 @@
+//! `outbox dead …` on the real binary and PostgreSQL.
+
+mod common;
+
+use common::{dead, fails, ok, pending};
+use outbox_testkit::TestSchema;
+
+#[tokio::test]
+async fn list_filters_and_json_parses() {
+    let t = TestSchema::new("cli_dead_list").await;
+    let a = dead(&t, "orders", 1).await;
+    let b = dead(&t, "payments", 1).await;
+    pending(&t).await;
+
+    let text = ok(&t, &["dead", "list"]);
+    assert!(
+        text.contains("orders") && text.contains("payments"),
+        "{text}"
+    );
+
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&t, &["dead", "list", "--json"])).unwrap();
+    let ids: Vec<i64> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [a, b]);
+
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&t, &["dead", "list", "--topic", "payments", "--json"])).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 1);
+    assert_eq!(json[0]["id"].as_i64(), Some(b));
+    assert_eq!(json[0]["dead_reason"], "permanent: broker said no");
+
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&t, &["dead", "list", "--limit", "1", "--json"])).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn show_prints_every_field() {
+    let t = TestSchema::new("cli_dead_show").await;
+    let id = dead(&t, "orders", 1).await;
+    let out = ok(&t, &["dead", "show", &id.to_string()]);
+    for want in [
+        "dead_at: 2",
+        "dead_reason: permanent: broker said no",
+        "last_error: broker said no",
+        "attempts: 10",
+        "\"order_id\": 1",
+        "\"trace\":\"t1\"",
+        "event_id: ",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&t, &["dead", "show", &id.to_string(), "--json"])).unwrap();
+    assert_eq!(json["payload"]["order_id"], 1);
+
+    let p = pending(&t).await;
+    let err = fails(&t, &["dead", "show", &p.to_string()]);
+    assert!(
+        err.contains(&format!("message {p} is not dead (status pending)")),
+        "{err}"
+    );
+    let err = fails(&t, &["dead", "show", "424242"]);
+    assert!(err.contains("message 424242 not found"), "{err}");
+}
+
+#[tokio::test]
+async fn replay_by_id_records_who() {
+    let t = TestSchema::new("cli_dead_replay").await;
+    let a = dead(&t, "orders", 1).await;
+    let b = dead(&t, "orders", 1).await;
+    let out = ok(
+        &t,
+        &["dead", "replay", &a.to_string(), "--by", "ops-oncall"],
+    );
+    assert_eq!(out.trim(), "replayed=1");
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE id = {a} AND status = 'pending' \
+               AND attempts = 0 AND dead_at IS NULL AND dead_reason IS NULL"
+        ))
+        .await,
+        1
+    );
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.dead_replays WHERE message_id = {a} \
+               AND replayed_by = 'ops-oncall' AND dead_reason = 'permanent: broker said no'"
+        ))
+        .await,
+        1
+    );
+    // b is untouched.
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE id = {b} AND status = 'dead'"
+        ))
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn replay_of_ids_not_dead_changes_nothing() {
+    let t = TestSchema::new("cli_dead_replay_bad").await;
+    let a = dead(&t, "orders", 1).await;
+    let p = pending(&t).await;
+    let err = fails(
+        &t,
+        &["dead", "replay", &a.to_string(), &p.to_string(), "999999"],
+    );
+    assert!(err.contains("nothing was replayed"), "{err}");
+    assert!(
+        err.contains(&format!("message {p} is not dead (status pending)")),
+        "{err}"
+    );
+    assert!(err.contains("message 999999 not found"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one clear error: {err}");
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+            .await,
+        1
+    );
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.dead_replays").await,
+        0
+    );
+    // Neither ids nor --all nor --topic: a usage error.
+    fails(&t, &["dead", "replay"]);
+}
+
+#[tokio::test]
+async fn replay_all_and_by_topic() {
+    let t = TestSchema::new("cli_dead_replay_all").await;
+    dead(&t, "orders", 1).await;
+    dead(&t, "payments", 1).await;
+    dead(&t, "payments", 1).await;
+    assert_eq!(
+        ok(&t, &["dead", "replay", "--topic", "payments"]).trim(),
+        "replayed=2"
+    );
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.messages WHERE status = 'dead' AND topic = 'orders'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(ok(&t, &["dead", "replay", "--all"]).trim(), "replayed=1");
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.dead_replays").await,
+        3
+    );
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn purge_deletes_only_older_dead_rows() {
+    let t = TestSchema::new("cli_dead_purge").await;
+    dead(&t, "orders", 72).await;
+    dead(&t, "orders", 49).await;
+    let young = dead(&t, "orders", 1).await;
+    pending(&t).await;
+    assert_eq!(
+        ok(&t, &["dead", "purge", "--older-than", "2d"]).trim(),
+        "purged=2"
+    );
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+            .await,
+        1
+    );
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE id = {young}"
+        ))
+        .await,
+        1
+    );
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending'")
+            .await,
+        1
+    );
+    let err = fails(&t, &["dead", "purge", "--older-than", "soon"]);
+    assert!(err.contains("soon") || err.contains("duration"), "{err}");
+}

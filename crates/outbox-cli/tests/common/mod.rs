@@ -1,0 +1,85 @@
+//! Running the real `outbox` binary against a test schema.
+
+#![allow(dead_code)] // each test file uses its own part
+
+use outbox_testkit::TestSchema;
+use std::process::{Command, Output};
+
+/// `outbox --schema <schema> args…` with `DATABASE_URL` set and every other
+/// `OUTBOX_*` variable removed, so the caller's environment cannot leak in.
+pub fn outbox(schema: &str, args: &[&str]) -> Command {
+    let mut cmd = bare(&["--schema", schema]);
+    cmd.args(args);
+    cmd
+}
+
+/// `outbox args…` with `DATABASE_URL` set and no `OUTBOX_*` variable.
+pub fn bare(args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OUTBOX_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("DATABASE_URL", outbox_testkit::database_url())
+        .env_remove("RUST_LOG")
+        .args(args);
+    cmd
+}
+
+/// Runs `cmd`, returning (exit ok, stdout, stderr).
+pub fn run(cmd: &mut Command) -> (bool, String, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().expect("run outbox");
+    (
+        status.success(),
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    )
+}
+
+/// Runs `outbox` on `t` and expects success; returns stdout.
+pub fn ok(t: &TestSchema, args: &[&str]) -> String {
+    let (ok, out, err) = run(&mut outbox(t.name(), args));
+    assert!(ok, "outbox {args:?} failed:\n{err}\n{out}");
+    out
+}
+
+/// Runs `outbox` on `t` and expects failure; returns stderr.
+pub fn fails(t: &TestSchema, args: &[&str]) -> String {
+    let (ok, out, err) = run(&mut outbox(t.name(), args));
+    assert!(!ok, "outbox {args:?} succeeded:\n{out}");
+    err
+}
+
+/// Inserts a dead message on `topic`, dead for `age_hours`; returns its id.
+pub async fn dead(t: &TestSchema, topic: &str, age_hours: i32) -> i64 {
+    let client = t.pool.get().await.unwrap();
+    let sql = format!(
+        "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
+           headers, status, attempts, last_error, dead_at, dead_reason) \
+         VALUES ('order.created', 'order', '1', $1, '{{\"order_id\": 1}}', '{{\"trace\": \"t1\"}}', \
+           'dead', 10, 'broker said no', now() - $2::int * interval '1 hour', \
+           'permanent: broker said no') RETURNING id",
+        t.schema.quoted()
+    );
+    client
+        .query_one(&sql, &[&topic, &age_hours])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+/// Inserts a pending message; returns its id.
+pub async fn pending(t: &TestSchema) -> i64 {
+    let client = t.pool.get().await.unwrap();
+    let sql = format!(
+        "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+         VALUES ('e', 'a', '1', 't', '{{}}') RETURNING id",
+        t.schema.quoted()
+    );
+    client.query_one(&sql, &[]).await.unwrap().get(0)
+}

@@ -1,0 +1,146 @@
+//! Dead-letter handling: list, show, replay and purge messages that went
+//! `dead` (retries used up, or a permanent error). No SQL here; see
+//! [`crate::store`].
+//!
+//! A replay is all or nothing: asked to replay ids of which some are not
+//! dead (not found, already replayed, archived, never dead), it replays none
+//! and says which ones, so an operator never has to work out what a
+//! half-applied command did.
+
+use crate::store::{DeadListParams, DeadMessage, ReplayParams, Store};
+use crate::{Error, Result};
+use std::fmt;
+use std::time::Duration;
+
+/// Which dead messages to replay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplayTarget {
+    /// Exactly these ids; all must be dead, or nothing is replayed.
+    Ids(Vec<i64>),
+    /// Every dead message.
+    All,
+    /// Every dead message on this topic.
+    Topic(String),
+}
+
+/// An id a replay was asked for that is not a dead message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotReplayed {
+    /// The requested id.
+    pub id: i64,
+    /// Its status, or `None` if no live message has this id (never
+    /// existed, purged or archived).
+    pub status: Option<String>,
+}
+
+impl fmt::Display for NotReplayed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.status {
+            Some(s) => write!(f, "message {} is not dead (status {s})", self.id),
+            None => write!(f, "message {} not found", self.id),
+        }
+    }
+}
+
+/// Dead-letter operations over one outbox schema.
+#[derive(Debug, Clone)]
+pub struct DeadLetters {
+    store: Store,
+}
+
+impl DeadLetters {
+    /// Dead-letter handling over `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// Dead messages in id order, optionally of one topic, at most `limit`.
+    pub async fn list(&self, topic: Option<&str>, limit: i64) -> Result<Vec<DeadMessage>> {
+        if limit < 1 {
+            return Err(Error::Config(format!("limit must be >= 1, got {limit}")));
+        }
+        self.store
+            .list_dead_messages(DeadListParams { topic, limit })
+            .await
+    }
+
+    /// One dead message with every field.
+    pub async fn show(&self, id: i64) -> Result<DeadMessage> {
+        match self.store.get_dead_message(id).await? {
+            Some(m) if m.status == "dead" => Ok(m),
+            Some(m) => Err(Error::NotDead(vec![NotReplayed {
+                id,
+                status: Some(m.status),
+            }])),
+            None => Err(Error::NotDead(vec![NotReplayed { id, status: None }])),
+        }
+    }
+
+    /// Sends dead messages back to `pending` (attempts 0, due now, dead
+    /// fields cleared) and records each in `dead_replays` with `by` (the
+    /// database user if `None`). Returns the replayed ids.
+    ///
+    /// For [`ReplayTarget::Ids`], every id must be dead; otherwise nothing
+    /// changes and the error lists the others ([`Error::NotDead`]).
+    pub async fn replay(&self, target: &ReplayTarget, by: Option<&str>) -> Result<Vec<i64>> {
+        let mut client = self.store.pool().get().await?;
+        match target {
+            ReplayTarget::All | ReplayTarget::Topic(_) => {
+                let topic = match target {
+                    ReplayTarget::Topic(t) => Some(t.as_str()),
+                    _ => None,
+                };
+                let p = ReplayParams {
+                    ids: None,
+                    topic,
+                    replayed_by: by,
+                };
+                self.store.replay_dead_messages(&**client, p).await
+            }
+            ReplayTarget::Ids(ids) => {
+                let mut wanted = ids.clone();
+                wanted.sort_unstable();
+                wanted.dedup();
+                if wanted.is_empty() {
+                    return Err(Error::Config("no message ids to replay".into()));
+                }
+                // One transaction: replay, then roll back unless every id
+                // was dead. The statuses are read under the same locks.
+                let tx = client.transaction().await?;
+                let p = ReplayParams {
+                    ids: Some(&wanted),
+                    topic: None,
+                    replayed_by: by,
+                };
+                let replayed = self.store.replay_dead_messages(&*tx, p).await?;
+                if replayed.len() == wanted.len() {
+                    tx.commit().await?;
+                    return Ok(replayed);
+                }
+                let missing: Vec<i64> = wanted
+                    .into_iter()
+                    .filter(|id| replayed.binary_search(id).is_err())
+                    .collect();
+                let statuses = self.store.message_statuses(&*tx, &missing).await?;
+                drop(tx); // rolls back
+                Err(Error::NotDead(
+                    missing
+                        .into_iter()
+                        .map(|id| NotReplayed {
+                            id,
+                            status: statuses
+                                .iter()
+                                .find(|(i, _)| *i == id)
+                                .map(|(_, s)| s.clone()),
+                        })
+                        .collect(),
+                ))
+            }
+        }
+    }
+
+    /// Deletes dead messages that went dead more than `older_than` ago.
+    pub async fn purge(&self, older_than: Duration) -> Result<u64> {
+        self.store.purge_dead_messages(older_than).await
+    }
+}

@@ -1,0 +1,142 @@
+//! Dead-letter statements: one function per statement.
+
+use super::Store;
+use crate::Result;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::time::Duration;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+/// A message as dead-letter handling shows it (every column that matters
+/// to an operator deciding whether to replay it).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeadMessage {
+    /// Row id.
+    pub id: i64,
+    /// Deduplication key for consumers.
+    pub event_id: Uuid,
+    /// What happened.
+    pub event_type: String,
+    /// Payload schema version.
+    pub event_version: i32,
+    /// Kind of entity.
+    pub aggregate_type: String,
+    /// Which entity.
+    pub aggregate_id: String,
+    /// Stream, subject or routing key.
+    pub topic: String,
+    /// The event body.
+    pub payload: serde_json::Value,
+    /// Headers, as stored.
+    pub headers: serde_json::Value,
+    /// `dead` for a dead-letter; [`crate::store::Store::get_dead_message`]
+    /// also returns other statuses so callers can say what the row is.
+    pub status: String,
+    /// Publication attempts made.
+    pub attempts: i32,
+    /// When it was (or would be) due.
+    pub next_run_at: DateTime<Utc>,
+    /// The last publication error.
+    pub last_error: Option<String>,
+    /// When it went dead.
+    pub dead_at: Option<DateTime<Utc>>,
+    /// Why it went dead.
+    pub dead_reason: Option<String>,
+    /// When the producer wrote it.
+    pub created_at: DateTime<Utc>,
+}
+
+/// Parameters of [`Store::list_dead_messages`].
+#[derive(Debug, Clone, Default)]
+pub struct DeadListParams<'a> {
+    /// Only this topic, if set.
+    pub topic: Option<&'a str>,
+    /// At most this many rows.
+    pub limit: i64,
+}
+
+/// Parameters of [`Store::replay_dead_messages`]: which dead rows to send
+/// back to `pending`. `None` means "any" for each filter.
+#[derive(Debug, Clone, Default)]
+pub struct ReplayParams<'a> {
+    /// Only these ids.
+    pub ids: Option<&'a [i64]>,
+    /// Only this topic.
+    pub topic: Option<&'a str>,
+    /// Recorded in `dead_replays.replayed_by`; the database user if `None`.
+    pub replayed_by: Option<&'a str>,
+}
+
+impl Store {
+    /// Dead messages in id order.
+    pub async fn list_dead_messages(&self, p: DeadListParams<'_>) -> Result<Vec<DeadMessage>> {
+        let client = self.pool.get().await?;
+        let rows = client
+            .query(&self.q.dead.list, &[&p.topic, &p.limit])
+            .await?;
+        Ok(rows.iter().map(dead_from_row).collect())
+    }
+
+    /// The message `id`, whatever its status, if it is in a live table.
+    pub async fn get_dead_message(&self, id: i64) -> Result<Option<DeadMessage>> {
+        let client = self.pool.get().await?;
+        let row = client.query_opt(&self.q.dead.get, &[&id]).await?;
+        Ok(row.as_ref().map(dead_from_row))
+    }
+
+    /// Sends matching dead rows back to `pending` and records each replay,
+    /// in one statement, on `client` (so a caller can wrap it in its own
+    /// transaction). Returns the replayed ids, sorted.
+    pub async fn replay_dead_messages(
+        &self,
+        client: &impl tokio_postgres::GenericClient,
+        p: ReplayParams<'_>,
+    ) -> Result<Vec<i64>> {
+        let rows = client
+            .query(&self.q.dead.replay, &[&p.ids, &p.topic, &p.replayed_by])
+            .await?;
+        let mut ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        ids.sort_unstable();
+        Ok(ids)
+    }
+
+    /// `(id, status)` of those of `ids` still in a live table.
+    pub async fn message_statuses(
+        &self,
+        client: &impl tokio_postgres::GenericClient,
+        ids: &[i64],
+    ) -> Result<Vec<(i64, String)>> {
+        let rows = client.query(&self.q.dead.status_of, &[&ids]).await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// Deletes dead rows that died more than `older_than` ago; returns how many.
+    pub async fn purge_dead_messages(&self, older_than: Duration) -> Result<u64> {
+        let client = self.pool.get().await?;
+        Ok(client
+            .execute(&self.q.dead.purge, &[&older_than.as_secs_f64()])
+            .await?)
+    }
+}
+
+fn dead_from_row(r: &Row) -> DeadMessage {
+    DeadMessage {
+        id: r.get(0),
+        event_id: r.get(1),
+        event_type: r.get(2),
+        event_version: r.get(3),
+        aggregate_type: r.get(4),
+        aggregate_id: r.get(5),
+        topic: r.get(6),
+        payload: r.get(7),
+        headers: r.get(8),
+        status: r.get(9),
+        attempts: r.get(10),
+        next_run_at: r.get(11),
+        last_error: r.get(12),
+        dead_at: r.get(13),
+        dead_reason: r.get(14),
+        created_at: r.get(15),
+    }
+}

@@ -1,0 +1,182 @@
+//! Dead-letter handling on the real PostgreSQL, one schema per test.
+
+use outbox_relay::{DeadLetters, Error, ReplayTarget, Store};
+use outbox_testkit::TestSchema;
+use std::time::Duration;
+
+/// Inserts a dead message on `topic`, dead for `age_hours`; returns its id.
+async fn dead(t: &TestSchema, topic: &str, age_hours: i32) -> i64 {
+    let client = t.pool.get().await.unwrap();
+    let sql = format!(
+        "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
+           headers, status, attempts, last_error, dead_at, dead_reason) \
+         VALUES ('e', 'a', '1', $1, '{{\"k\": 1}}', '{{\"h\": \"v\"}}', 'dead', 10, 'boom', \
+           now() - $2::int * interval '1 hour', 'max attempts (10) reached: boom') RETURNING id",
+        t.schema.quoted()
+    );
+    client
+        .query_one(&sql, &[&topic, &age_hours])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+async fn pending(t: &TestSchema) -> i64 {
+    let client = t.pool.get().await.unwrap();
+    let sql = format!(
+        "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+         VALUES ('e', 'a', '1', 't', '{{}}') RETURNING id",
+        t.schema.quoted()
+    );
+    client.query_one(&sql, &[]).await.unwrap().get(0)
+}
+
+fn letters(t: &TestSchema) -> DeadLetters {
+    DeadLetters::new(Store::new(t.pool.clone(), t.schema.clone()))
+}
+
+#[tokio::test]
+async fn list_filters_by_topic_and_limit() {
+    let t = TestSchema::new("dead_list").await;
+    let a1 = dead(&t, "a", 1).await;
+    let _b = dead(&t, "b", 1).await;
+    let a2 = dead(&t, "a", 1).await;
+    pending(&t).await;
+    let d = letters(&t);
+    assert_eq!(d.list(None, 100).await.unwrap().len(), 3);
+    let ids: Vec<i64> = d
+        .list(Some("a"), 100)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(ids, [a1, a2]);
+    assert_eq!(d.list(None, 1).await.unwrap().len(), 1);
+    let m = d.show(a1).await.unwrap();
+    assert_eq!(m.attempts, 10);
+    assert_eq!(m.last_error.as_deref(), Some("boom"));
+    assert!(m.dead_reason.unwrap().contains("max attempts"));
+    assert_eq!(m.payload["k"], 1);
+}
+
+#[tokio::test]
+async fn replay_by_id_resets_and_records() {
+    let t = TestSchema::new("dead_replay_id").await;
+    let id = dead(&t, "a", 1).await;
+    let other = dead(&t, "a", 1).await;
+    let replayed = letters(&t)
+        .replay(&ReplayTarget::Ids(vec![id, id]), Some("alice"))
+        .await
+        .unwrap();
+    assert_eq!(replayed, [id]);
+    let row = t
+        .count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE id = {id} AND status = 'pending' \
+               AND attempts = 0 AND dead_at IS NULL AND dead_reason IS NULL \
+               AND last_error IS NULL AND next_run_at <= now() AND locked_by IS NULL"
+        ))
+        .await;
+    assert_eq!(row, 1);
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.dead_replays WHERE message_id = {id} \
+               AND replayed_by = 'alice' AND attempts = 10 AND last_error = 'boom' \
+               AND dead_reason LIKE 'max attempts%' AND dead_at IS NOT NULL"
+        ))
+        .await,
+        1
+    );
+    // The other dead message was not touched.
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE id = {other} AND status = 'dead'"
+        ))
+        .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn replay_by_id_is_all_or_nothing() {
+    let t = TestSchema::new("dead_replay_strict").await;
+    let d1 = dead(&t, "a", 1).await;
+    let p = pending(&t).await;
+    let err = letters(&t)
+        .replay(&ReplayTarget::Ids(vec![d1, p, 999_999]), None)
+        .await
+        .unwrap_err();
+    let Error::NotDead(list) = &err else {
+        panic!("{err}")
+    };
+    assert_eq!(list.len(), 2);
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("message {p} is not dead (status pending)")),
+        "{msg}"
+    );
+    assert!(msg.contains("message 999999 not found"), "{msg}");
+    // Nothing half-done: d1 is still dead and no replay was recorded.
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+            .await,
+        1
+    );
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.dead_replays").await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn replay_all_and_by_topic() {
+    let t = TestSchema::new("dead_replay_all").await;
+    dead(&t, "a", 1).await;
+    dead(&t, "a", 1).await;
+    let b = dead(&t, "b", 1).await;
+    let d = letters(&t);
+    assert_eq!(
+        d.replay(&ReplayTarget::Topic("b".into()), None)
+            .await
+            .unwrap(),
+        [b]
+    );
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+            .await,
+        2
+    );
+    assert_eq!(d.replay(&ReplayTarget::All, None).await.unwrap().len(), 2);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending'")
+            .await,
+        3
+    );
+    // Without --by, the database user is recorded.
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.dead_replays WHERE replayed_by = session_user")
+            .await,
+        3
+    );
+    assert!(d.replay(&ReplayTarget::All, None).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn purge_deletes_only_old_dead_rows() {
+    let t = TestSchema::new("dead_purge").await;
+    let _old = dead(&t, "a", 48).await;
+    let young = dead(&t, "a", 1).await;
+    let p = pending(&t).await;
+    let d = letters(&t);
+    let purged = d.purge(Duration::from_secs(24 * 3600)).await.unwrap();
+    assert_eq!(purged, 1);
+    let left: Vec<i64> = d
+        .list(None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .map(|m| m.id)
+        .collect();
+    assert_eq!(left, [young]);
+    assert!(matches!(d.show(p).await, Err(Error::NotDead(_))));
+}
