@@ -14,10 +14,11 @@ use tokio::sync::watch;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
-/// Runs until `shutdown`; bumps `wake` on every notification on `channel`.
+/// Runs until `shutdown`; bumps `wake` on every notification. `listen` is
+/// the `LISTEN` statement (`Queries::listen`).
 pub(crate) async fn listen(
     config: tokio_postgres::Config,
-    channel: String,
+    listen: String,
     wake: watch::Sender<u64>,
     shutdown: CancellationToken,
 ) {
@@ -44,12 +45,11 @@ pub(crate) async fn listen(
                         }
                     }
                 });
-                let listen = format!("LISTEN \"{channel}\"");
                 if let Err(e) = client.batch_execute(&listen).await {
                     tracing::warn!(error = %outbox::describe_tokio_postgres(&e), "LISTEN failed");
                 } else {
                     backoff = Duration::from_millis(100);
-                    tracing::debug!(channel, "listening for new messages");
+                    tracing::debug!(%listen, "listening for new messages");
                     wake.send_modify(|n| *n += 1);
                     loop {
                         tokio::select! {

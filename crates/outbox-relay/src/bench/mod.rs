@@ -5,6 +5,9 @@
 //! (status updated in place); the relay runs on the real outbox schema
 //! through the real engine and the PostgreSQL publisher.
 
+mod latency;
+pub use latency::{idle_queries_per_second, latency, Latency};
+
 use crate::publishers::postgres::PostgresPublisher;
 use crate::{Error, Relay, RelayConfig, Result, Store};
 use deadpool_postgres::Pool;
@@ -104,15 +107,11 @@ async fn drain_in(
         outbox::migrate(&**client, schema).await?;
         if algorithm == Algorithm::Relay {
             client.execute(&bq.preload_outbox, &[&n]).await?;
-            client
-                .batch_execute(&format!("VACUUM ANALYZE {}.messages", schema.quoted()))
-                .await?;
+            client.batch_execute(&bq.vacuum_messages).await?;
         } else {
             client.batch_execute(&bq.seed_create).await?;
             client.execute(&bq.seed_preload, &[&n]).await?;
-            client
-                .batch_execute(&format!("VACUUM ANALYZE {}.seed_messages", schema.quoted()))
-                .await?;
+            client.batch_execute(&bq.vacuum_seed).await?;
         }
     }
     let started = Instant::now();

@@ -22,8 +22,8 @@ impl<P: Publisher> Relay<P> {
         let listening = self.config.notify && self.listen.is_some();
         let listener = async {
             if let (true, Some(cfg)) = (listening, &self.listen) {
-                let channel = self.store.schema().notify_channel();
-                listen(cfg.clone(), channel, wake.clone(), shutdown.clone()).await;
+                let statement = self.store.queries().listen.clone();
+                listen(cfg.clone(), statement, wake.clone(), shutdown.clone()).await;
             }
         };
         let hard_stop = CancellationToken::new();

@@ -118,10 +118,7 @@ impl Store {
     /// Fails with [`Error::NotMigrated`] if the outbox tables are missing.
     pub async fn check_migrated(&self) -> Result<()> {
         let client = self.pool.get().await?;
-        let table = format!("{}.messages", self.schema.quoted());
-        let row = client
-            .query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])
-            .await?;
+        let row = client.query_one(&self.q.is_migrated, &[]).await?;
         if row.get::<_, bool>(0) {
             Ok(())
         } else {

@@ -28,7 +28,37 @@ pub struct BenchQueries {
     pub delete_batch: String,
     /// Rows of the seed-shaped table not yet sent.
     pub seed_unsent: String,
+    /// Distinct messages in the sink.
+    pub published_distinct: String,
+    /// Rows in `messages_sent`.
+    pub sent_count: String,
+    /// `(event_id, sent_at)` of every sent row.
+    pub sent_times: String,
+    /// Refreshes statistics after a preload.
+    pub vacuum_messages: String,
+    /// Refreshes statistics after a seed-table preload.
+    pub vacuum_seed: String,
+    /// Drops the throwaway schema.
+    pub drop_schema: String,
 }
+
+/// Creates a throwaway database (the name must be a validated identifier).
+pub fn create_database(name: &crate::Schema) -> String {
+    format!("CREATE DATABASE {}", name.quoted())
+}
+
+/// Drops a throwaway database, closing its connections.
+pub fn drop_database(name: &crate::Schema) -> String {
+    format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", name.quoted())
+}
+
+/// Transactions committed or rolled back so far in database `$1`.
+/// (`pg_stat_clear_snapshot()` first: a backend caches its stats view.)
+pub const XACT_COUNT: &str = "SELECT (xact_commit + xact_rollback)::int8 \
+     FROM pg_stat_database WHERE datname = $1";
+
+/// Forgets the cached statistics snapshot of this backend.
+pub const CLEAR_STATS_SNAPSHOT: &str = "SELECT pg_stat_clear_snapshot()";
 
 impl BenchQueries {
     /// Renders the statements for `schema`.
@@ -84,6 +114,12 @@ impl BenchQueries {
                  INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
                  SELECT id, gen_random_uuid(), topic, payload, $2 FROM c"),
             seed_unsent: r("SELECT count(*) FROM {schema}.seed_messages WHERE status <> 'sent'"),
+            published_distinct: r("SELECT count(DISTINCT message_id) FROM {schema}.published_events"),
+            sent_count: r("SELECT count(*) FROM {schema}.messages_sent"),
+            sent_times: r("SELECT event_id, sent_at FROM {schema}.messages_sent"),
+            vacuum_messages: r("VACUUM ANALYZE {schema}.messages"),
+            vacuum_seed: r("VACUUM ANALYZE {schema}.seed_messages"),
+            drop_schema: r("DROP SCHEMA IF EXISTS {schema} CASCADE"),
         }
     }
 }

@@ -5,7 +5,7 @@
 //! parameters. Migrations are the numbered files in `sql/migrations/`.
 
 mod archive;
-mod bench;
+pub mod bench;
 mod dead;
 mod migrations;
 mod queries;

@@ -42,6 +42,10 @@ pub struct Queries {
     /// claim is older than the lease, now `pending` again.
     pub reap_expired: String,
 
+    /// `LISTEN` on the channel the insert trigger notifies.
+    pub listen: String,
+    /// Whether the outbox tables exist: → `bool`.
+    pub is_migrated: String,
     /// Counts by status (hot table and sent table): → `(status, count)`.
     pub count_by_status: String,
     /// Age in seconds of the oldest claimable message, or no row.
@@ -150,6 +154,11 @@ impl Queries {
                   WHERE status = 'processing' \
                     AND locked_at < now() - $1::float8 * interval '1 second' \
                  RETURNING id"),
+            listen: format!("LISTEN \"{}\"", schema.notify_channel()),
+            is_migrated: format!(
+                "SELECT to_regclass('{}.messages') IS NOT NULL",
+                schema.quoted()
+            ),
             count_by_status: r("SELECT status, count(*) FROM {schema}.messages GROUP BY status \
                  UNION ALL SELECT 'sent', count(*) FROM {schema}.messages_sent"),
             oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 \

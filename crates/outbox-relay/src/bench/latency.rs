@@ -1,0 +1,258 @@
+//! `bench latency` and `bench idle`: how fast a committed message is
+//! published while producers commit at a steady rate, and how quiet an idle
+//! relay is.
+
+use crate::publishers::postgres::PostgresPublisher;
+use crate::{Error, Relay, RelayConfig, Result, Store};
+use chrono::{DateTime, Utc};
+use deadpool_postgres::Pool;
+use outbox::sql::{bench, BenchQueries, Queries};
+use outbox::{NewMessage, Outbox, Schema};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+/// Commit-to-publish latency percentiles.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Latency {
+    /// Messages measured.
+    pub messages: usize,
+    /// Median.
+    pub p50: Duration,
+    /// 95th percentile.
+    pub p95: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Worst.
+    pub max: Duration,
+}
+
+/// Producers commit one message per transaction at `rate` messages/s for
+/// `seconds` while a relay (with NOTIFY on or off) runs; latency is from each
+/// producer's commit acknowledgement to the moment the relay settled the
+/// message after the destination acknowledged it (`sent_at`), a
+/// conservative measure of commit → publish.
+pub async fn latency(
+    pool: &Pool,
+    url: &str,
+    rate: u32,
+    seconds: u32,
+    notify: bool,
+) -> Result<Latency> {
+    let schema = Schema::new(&format!("outbox_bench_{:08x}", rand::random::<u32>()))?;
+    {
+        let client = pool.get().await?;
+        outbox::migrate(&**client, &schema).await?;
+    }
+    let result = latency_in(pool, url, &schema, rate, seconds, notify).await;
+    let client = pool.get().await?;
+    client
+        .batch_execute(&BenchQueries::new(&schema).drop_schema)
+        .await?;
+    result
+}
+
+async fn latency_in(
+    pool: &Pool,
+    url: &str,
+    schema: &Schema,
+    rate: u32,
+    seconds: u32,
+    notify: bool,
+) -> Result<Latency> {
+    let q = Arc::new(Queries::new(schema));
+    let bq = BenchQueries::new(schema);
+    let config = RelayConfig {
+        relay_id: "bench".into(),
+        notify,
+        ..RelayConfig::default()
+    };
+    let listen = url
+        .parse()
+        .map_err(|e| Error::Config(format!("bad database URL: {e}")))?;
+    let relay = Relay::new(
+        Store::new(pool.clone(), schema.clone()),
+        PostgresPublisher::new(pool.clone(), q.clone(), "bench"),
+        config,
+    )?
+    .with_listener(listen);
+    let stop = CancellationToken::new();
+    let total = (rate * seconds) as usize;
+    // Several producers, each its own connection, so a slow commit does not
+    // hold back the schedule of the others.
+    let producers = 4.min(total.max(1));
+    let produce = async {
+        tokio::time::sleep(Duration::from_millis(300)).await; // relay listening
+        let outbox = Outbox::with_schema(schema.clone());
+        let per = Duration::from_secs_f64(producers as f64 / f64::from(rate));
+        let tasks = (0..producers).map(|p| {
+            let outbox = outbox.clone();
+            async move {
+                let client = pool.get().await?;
+                let mut tick = tokio::time::interval(per);
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                let mut acks = Vec::new();
+                for i in (p..total).step_by(producers) {
+                    tick.tick().await;
+                    let msg = NewMessage::new(
+                        "bench.event",
+                        "bench",
+                        i.to_string(),
+                        &serde_json::json!({"i": i}),
+                    )?;
+                    let e = outbox.enqueue(&**client, &msg).await?;
+                    acks.push((e.event_id, Utc::now()));
+                }
+                Ok::<_, Error>(acks)
+            }
+        });
+        let acks: Vec<Vec<(Uuid, DateTime<Utc>)>> =
+            futures_util::future::try_join_all(tasks).await?;
+        let client = pool.get().await?;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let sent: i64 = client.query_one(&bq.sent_count, &[]).await?.get(0);
+            if sent as usize >= total || tokio::time::Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        stop.cancel();
+        Ok::<_, Error>(acks.into_iter().flatten().collect::<HashMap<_, _>>())
+    };
+    let (ran, acks) = tokio::join!(relay.run(stop.clone()), produce);
+    ran?;
+    let acks = acks?;
+    let client = pool.get().await?;
+    let rows = client.query(&bq.sent_times, &[]).await?;
+    let mut lat: Vec<Duration> = rows
+        .iter()
+        .filter_map(|r| {
+            let acked = acks.get(&r.get::<_, Uuid>(0))?;
+            let sent: DateTime<Utc> = r.get(1);
+            Some((sent - *acked).to_std().unwrap_or(Duration::ZERO))
+        })
+        .collect();
+    if lat.len() != total {
+        return Err(Error::Check(format!(
+            "only {} of {total} messages were published within 60 s",
+            lat.len()
+        )));
+    }
+    lat.sort();
+    let pct = |p: f64| lat[((lat.len() as f64 * p).ceil() as usize).clamp(1, lat.len()) - 1];
+    Ok(Latency {
+        messages: lat.len(),
+        p50: pct(0.50),
+        p95: pct(0.95),
+        p99: pct(0.99),
+        max: *lat.last().expect("non-empty"),
+    })
+}
+
+/// Runs an idle relay for `seconds` against a database of its own (so no
+/// other client's work is counted) and returns the transactions per second
+/// it issued, from `pg_stat_database`.
+pub async fn idle_queries_per_second(
+    admin: &Pool,
+    url: &str,
+    seconds: u32,
+    notify: bool,
+) -> Result<f64> {
+    let db = Schema::new(&format!("outbox_bench_idle_{:08x}", rand::random::<u32>()))?;
+    let admin_client = admin.get().await?;
+    admin_client
+        .batch_execute(&bench::create_database(&db))
+        .await?;
+    let db_url = with_database(url, db.name());
+    let result = async {
+        let pool = crate::pool(&db_url, 4)?;
+        let schema = Schema::default();
+        outbox::migrate(&**pool.get().await?, &schema).await?;
+        let relay = Relay::new(
+            Store::new(pool.clone(), schema.clone()),
+            PostgresPublisher::new(pool.clone(), Arc::new(Queries::new(&schema)), "bench"),
+            RelayConfig {
+                relay_id: "bench".into(),
+                notify,
+                ..RelayConfig::default()
+            },
+        )?
+        .with_listener(
+            db_url
+                .parse()
+                .map_err(|e| Error::Config(format!("bad database URL: {e}")))?,
+        );
+        let stop = CancellationToken::new();
+        let measure = async {
+            tokio::time::sleep(Duration::from_secs(3)).await; // past start-up
+            let before = xact_count(&admin_client, db.name()).await?;
+            tokio::time::sleep(Duration::from_secs(u64::from(seconds))).await;
+            tokio::time::sleep(Duration::from_millis(1100)).await; // let stats flush
+            let after = xact_count(&admin_client, db.name()).await?;
+            stop.cancel();
+            Ok::<f64, Error>((after - before) as f64 / f64::from(seconds))
+        };
+        let (ran, qps) = tokio::join!(relay.run(stop.clone()), measure);
+        ran?;
+        drop(pool);
+        qps
+    }
+    .await;
+    admin_client
+        .batch_execute(&bench::drop_database(&db))
+        .await?;
+    result
+}
+
+/// Transactions committed or rolled back in database `db` so far.
+async fn xact_count(c: &tokio_postgres::Client, db: &str) -> Result<i64> {
+    // A backend caches the stats snapshot for its transaction; start afresh.
+    c.batch_execute(bench::CLEAR_STATS_SNAPSHOT).await?;
+    let r = c.query_one(bench::XACT_COUNT, &[&db]).await?;
+    Ok(r.get(0))
+}
+
+/// `url` pointing at database `db` (URL form or libpq key=value form).
+fn with_database(url: &str, db: &str) -> String {
+    if url.contains("://") {
+        let (base, query) = url
+            .split_once('?')
+            .map_or((url, None), |(b, q)| (b, Some(q)));
+        let after_scheme = base.find("://").map_or(0, |i| i + 3);
+        let base = match base[after_scheme..].find('/') {
+            Some(i) => &base[..after_scheme + i],
+            None => base,
+        };
+        match query {
+            Some(q) => format!("{base}/{db}?{q}"),
+            None => format!("{base}/{db}"),
+        }
+    } else {
+        format!("{url} dbname={db}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+
+    #[test]
+    fn swaps_the_database() {
+        assert_eq!(
+            with_database("postgres://u@h:5432/postgres", "x"),
+            "postgres://u@h:5432/x"
+        );
+        assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
+        assert_eq!(
+            with_database("postgres://u@h/a?sslmode=disable", "x"),
+            "postgres://u@h/x?sslmode=disable"
+        );
+        assert_eq!(
+            with_database("host=h user=u", "x"),
+            "host=h user=u dbname=x"
+        );
+    }
+}
