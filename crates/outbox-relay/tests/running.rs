@@ -7,7 +7,7 @@ use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{
     Message, Outcome, PublishError, Publisher, Relay, RelayConfig, RetryPolicy, Store,
 };
-use outbox_testkit::{database_url, TestSchema};
+use outbox_testkit::{database_url, TestDatabase, TestSchema};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -141,19 +141,12 @@ async fn with_notify_off_the_poll_interval_still_finds_messages() {
 #[tokio::test]
 async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead() {
     let t = TestSchema::new("run_breaker").await;
-    let sink_db = format!("outbox_sink_{:08x}", rand::random::<u32>());
-    t.exec(&format!("CREATE DATABASE {sink_db}")).await;
-    let sink_url = database_url().rsplit_once('/').unwrap().0.to_owned() + "/" + &sink_db;
-    let sink_pool = outbox_relay::pool(&sink_url, 2).unwrap();
+    let sink_db = TestDatabase::new("run_breaker_sink").await;
+    let sink_pool = outbox_relay::pool(&sink_db.url(), 2).unwrap();
     let publisher = PostgresPublisher::new(sink_pool, Arc::new(Queries::new(&t.schema)), "test");
     publisher.ensure_sink().await.unwrap();
 
-    // The sink refuses connections, and the ones it had are cut.
-    let refuse = format!(
-        "ALTER DATABASE {sink_db} ALLOW_CONNECTIONS false; \
-         SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{sink_db}';"
-    );
-    t.exec(&refuse).await;
+    sink_db.refuse_connections().await;
     enqueue(&t, 50).await;
     let r = relay(
         &t,
@@ -184,8 +177,7 @@ async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead
             .await;
         let open_during = r.breaker_open();
         let max_attempts = t.count("SELECT coalesce(max(attempts), 0)::int8 FROM {schema}.messages WHERE status <> 'processing'").await;
-        t.exec(&format!("ALTER DATABASE {sink_db} ALLOW_CONNECTIONS true"))
-            .await;
+        sink_db.accept_connections().await;
         let sent = eventually(
             &t,
             "SELECT count(*) FROM {schema}.messages_sent",
@@ -197,8 +189,6 @@ async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead
         (dead_during, open_during, max_attempts, sent)
     };
     let ((), (dead_during, open_during, max_attempts, sent)) = tokio::join!(running, check);
-    t.exec(&format!("DROP DATABASE IF EXISTS {sink_db} WITH (FORCE)"))
-        .await;
     assert_eq!(dead_during, 0, "an outage must not dead-letter messages");
     assert!(
         open_during,

@@ -116,3 +116,90 @@ impl Drop for TestSchema {
         .join();
     }
 }
+
+/// A throwaway database on the test server (for a sink apart from the
+/// outbox), dropped when the test passes, kept when it fails.
+#[derive(Debug)]
+pub struct TestDatabase {
+    /// Its name.
+    pub name: String,
+}
+
+impl TestDatabase {
+    /// Creates `t_<label>_<random>`.
+    pub async fn new(label: &str) -> Self {
+        let name = format!("t_{}_{:08x}", label, rand::random::<u32>());
+        outbox::validate_identifier(&name).expect("valid test database name");
+        admin(&format!("CREATE DATABASE {name}")).await;
+        Self { name }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> String {
+        let base = database_url();
+        let (base, query) = base
+            .split_once('?')
+            .map_or((base.as_str(), None), |(b, q)| (b, Some(q)));
+        let server = base.rsplit_once('/').map_or(base, |(s, _)| s);
+        match query {
+            Some(q) => format!("{server}/{}?{q}", self.name),
+            None => format!("{server}/{}", self.name),
+        }
+    }
+
+    /// Refuses new connections and cuts the open ones: the database is down
+    /// as far as any client can tell.
+    pub async fn refuse_connections(&self) {
+        admin(&format!(
+            "ALTER DATABASE {n} ALLOW_CONNECTIONS false; \
+             SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{n}';",
+            n = self.name
+        ))
+        .await;
+    }
+
+    /// Accepts connections again.
+    pub async fn accept_connections(&self) {
+        admin(&format!(
+            "ALTER DATABASE {} ALLOW_CONNECTIONS true",
+            self.name
+        ))
+        .await;
+    }
+}
+
+impl Drop for TestDatabase {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "test failed: database {} left in place for inspection",
+                self.name
+            );
+            return;
+        }
+        let sql = format!(
+            "ALTER DATABASE {n} ALLOW_CONNECTIONS true; DROP DATABASE IF EXISTS {n} WITH (FORCE)",
+            n = self.name
+        );
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async { admin_try(&sql).await })
+        })
+        .join();
+    }
+}
+
+async fn admin(sql: &str) {
+    admin_try(sql).await.unwrap_or_else(|| panic!("{sql}"));
+}
+
+async fn admin_try(sql: &str) -> Option<()> {
+    let (client, conn) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
+        .await
+        .ok()?;
+    tokio::spawn(conn);
+    client.batch_execute(sql).await.ok()
+}
