@@ -19,6 +19,9 @@ pub struct Args {
     /// Runs per algorithm; the table shows medians.
     #[arg(long, global = true, default_value_t = 3)]
     runs: usize,
+    /// Relay pipelines in parallel (drain and baseline).
+    #[arg(long, global = true, default_value_t = 1)]
+    concurrency: usize,
     /// Print one JSON object instead of a table.
     #[arg(long, global = true)]
     json: bool,
@@ -79,8 +82,9 @@ pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
         Scenario::Idle { seconds } => return idle(&url, seconds, args.runs, args.json).await,
         Scenario::Drain | Scenario::Baseline => {}
     }
-    // One connection, as the reference figures were measured.
-    let pool = crate::db::connect(&url, 1).await?;
+    // The reference algorithms use one connection, as their figures were
+    // measured; the relay takes what its pipelines need.
+    let pool = crate::db::connect(&url, 2 * args.concurrency + 1).await?;
     let algorithms: &[Algorithm] = match args.scenario {
         Scenario::Drain => &[Algorithm::Relay],
         _ => &[
@@ -94,7 +98,7 @@ pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
     // Interleave the algorithms run by run, so drift on the machine hits all alike.
     for run in 1..=args.runs {
         for &a in algorithms {
-            let r = drain(&pool, a, args.messages, args.batch_size).await?;
+            let r = drain(&pool, a, args.concurrency, args.messages, args.batch_size).await?;
             eprintln!(
                 "run {run}/{}: {:<28} {:>10.0} msg/s ({:.2} s)",
                 args.runs,

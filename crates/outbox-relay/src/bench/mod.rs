@@ -16,6 +16,7 @@ use outbox::Schema;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+
 /// A drain algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
@@ -76,11 +77,12 @@ impl DrainResult {
 pub async fn drain(
     pool: &Pool,
     algorithm: Algorithm,
+    concurrency: usize,
     messages: u64,
     batch_size: usize,
 ) -> Result<DrainResult> {
     let schema = Schema::new(&format!("outbox_bench_{:08x}", rand::random::<u32>()))?;
-    let result = drain_in(pool, &schema, algorithm, messages, batch_size).await;
+    let result = drain_in(pool, &schema, algorithm, concurrency, messages, batch_size).await;
     let client = pool.get().await?;
     client
         .batch_execute(&format!(
@@ -95,6 +97,7 @@ async fn drain_in(
     pool: &Pool,
     schema: &Schema,
     algorithm: Algorithm,
+    concurrency: usize,
     messages: u64,
     batch_size: usize,
 ) -> Result<DrainResult> {
@@ -150,11 +153,30 @@ async fn drain_in(
             let config = RelayConfig {
                 relay_id: "bench".into(),
                 batch_size,
+                concurrency,
+                notify: false,
+                idle_sleep: Duration::from_millis(5),
                 ..RelayConfig::default()
             };
             let publisher = PostgresPublisher::new(pool.clone(), q.clone(), "bench");
             let relay = Relay::new(Store::new(pool.clone(), schema.clone()), publisher, config)?;
-            while relay.run_once().await?.claimed > 0 {}
+            if concurrency <= 1 {
+                while relay.run_once().await?.claimed > 0 {}
+            } else {
+                // Parallel pipelines: the real loop, until the backlog is gone.
+                let stop = tokio_util::sync::CancellationToken::new();
+                let watch = async {
+                    let client = pool.get().await?;
+                    while client.query_one(&q.demo_unsettled, &[]).await?.get::<_, i64>(0) > 0 {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                    stop.cancel();
+                    Ok::<_, Error>(())
+                };
+                let (ran, watched) = tokio::join!(relay.run(stop.clone()), watch);
+                ran?;
+                watched?;
+            }
         }
     }
     let elapsed = started.elapsed();
