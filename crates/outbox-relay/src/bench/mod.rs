@@ -16,7 +16,6 @@ use outbox::Schema;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-
 /// A drain algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Algorithm {
@@ -167,7 +166,12 @@ async fn drain_in(
                 let stop = tokio_util::sync::CancellationToken::new();
                 let watch = async {
                     let client = pool.get().await?;
-                    while client.query_one(&q.demo_unsettled, &[]).await?.get::<_, i64>(0) > 0 {
+                    while client
+                        .query_one(&q.demo_unsettled, &[])
+                        .await?
+                        .get::<_, i64>(0)
+                        > 0
+                    {
                         tokio::time::sleep(Duration::from_millis(5)).await;
                     }
                     stop.cancel();
