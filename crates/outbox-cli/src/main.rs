@@ -5,7 +5,6 @@
 mod cmd;
 mod config;
 mod db;
-mod embedded;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

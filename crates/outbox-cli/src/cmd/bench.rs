@@ -1,8 +1,8 @@
 //! `outbox bench`: throughput measured against the reference algorithms on
 //! the same backlog, in the same run, so every figure is a ratio.
 
-use crate::embedded::EmbeddedPostgres;
 use outbox_relay::bench::{drain, median, Algorithm};
+use outbox_tempdb::EmbeddedPostgres;
 use std::collections::BTreeMap;
 
 /// `outbox bench`.

@@ -1,11 +1,11 @@
 //! The seed lab, reproduced line for line on the real engine.
 
-use crate::embedded::EmbeddedPostgres;
 use anyhow::{bail, Context};
 use deadpool_postgres::Pool;
 use outbox::{sql::Queries, Delivery, Inbox, NewMessage, Outbox, Schema};
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Relay, RelayConfig, Store};
+use outbox_tempdb::EmbeddedPostgres;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,4 +1,5 @@
-//! A throwaway PostgreSQL for `outbox demo` without `DATABASE_URL`: a fresh
+//! A throwaway PostgreSQL (for `outbox demo` and `bench` without
+//! `DATABASE_URL`, and for fault tests that restart the server): a fresh
 //! cluster from the local installation's `initdb`/`pg_ctl` in a temporary
 //! directory, on a free loopback port, stopped and deleted on drop.
 
@@ -14,6 +15,7 @@ pub struct EmbeddedPostgres {
     dir: tempfile::TempDir,
     port: u16,
     owner: Option<(u32, u32)>,
+    fsync: bool,
 }
 
 impl EmbeddedPostgres {
@@ -42,6 +44,7 @@ impl EmbeddedPostgres {
             dir,
             port,
             owner,
+            fsync,
         };
         let data = me.data_dir();
         me.run(
@@ -58,13 +61,21 @@ impl EmbeddedPostgres {
                 "--no-sync".as_ref(),
             ],
         )?;
+        me.start_server()?;
+        Ok(me)
+    }
+
+    /// Starts the server (again) on the same port and data.
+    pub fn start_server(&self) -> anyhow::Result<()> {
+        let data = self.data_dir();
         let opts = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -k {} -c fsync={}",
-            me.dir.path().display(),
-            if fsync { "on" } else { "off" }
+            "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync={}",
+            self.port,
+            self.dir.path().display(),
+            if self.fsync { "on" } else { "off" }
         );
-        let log = me.dir.path().join("server.log");
-        me.run(
+        let log = self.dir.path().join("server.log");
+        self.run(
             "pg_ctl",
             &[
                 "-D".as_ref(),
@@ -76,8 +87,24 @@ impl EmbeddedPostgres {
                 "-w".as_ref(),
                 "start".as_ref(),
             ],
-        )?;
-        Ok(me)
+        )
+    }
+
+    /// Stops the server at once, cutting every connection (`-m immediate`:
+    /// as close to a crash as a clean tool gets).
+    pub fn stop_server(&self) -> anyhow::Result<()> {
+        let data = self.data_dir();
+        self.run(
+            "pg_ctl",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-m".as_ref(),
+                "immediate".as_ref(),
+                "-w".as_ref(),
+                "stop".as_ref(),
+            ],
+        )
     }
 
     /// The connection URL.
@@ -116,22 +143,10 @@ impl EmbeddedPostgres {
 
 impl Drop for EmbeddedPostgres {
     fn drop(&mut self) {
-        let data = self.data_dir();
-        let _ = self.run(
-            "pg_ctl",
-            &[
-                "-D".as_ref(),
-                data.as_os_str(),
-                "-m".as_ref(),
-                "immediate".as_ref(),
-                "-w".as_ref(),
-                "stop".as_ref(),
-            ],
-        );
+        let _ = self.stop_server();
         // TempDir's own drop removes the directory.
     }
 }
-
 fn find_bin_dir() -> Option<PathBuf> {
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)

@@ -1,0 +1,120 @@
+//! PostgreSQL dies in the middle of a run (immediate stop: every connection
+//! cut, crash recovery on start) and comes back: the relay reconnects by
+//! itself, keeps running, and every committed message ends sent.
+
+use outbox_tempdb::EmbeddedPostgres;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn outbox(url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("OUTBOX_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("DATABASE_URL", url)
+        .env_remove("RUST_LOG")
+        .args(args);
+    cmd
+}
+
+async fn query(url: &str, sql: &str) -> Option<i64> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .ok()?;
+    tokio::spawn(conn);
+    let row = client.query_one(sql, &[]).await.ok()?;
+    Some(row.get(0))
+}
+
+async fn wait_for(url: &str, sql: &str, want: i64) -> i64 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let got = query(url, sql).await.unwrap_or(-1);
+        if got >= want || tokio::time::Instant::now() > deadline {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const ENQUEUE: &str =
+    "INSERT INTO outbox.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+     SELECT 'e', 'a', g::text, 't', '{}' FROM generate_series(1, 200) g";
+
+async fn enqueue(url: &str) {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    assert_eq!(client.execute(ENQUEUE, &[]).await.unwrap(), 200);
+}
+
+#[tokio::test]
+async fn the_relay_rides_out_a_postgres_restart() {
+    let pg = EmbeddedPostgres::start(true).expect("a private PostgreSQL for this test");
+    let url = pg.url();
+    assert!(outbox(&url, &["migrate"]).status().unwrap().success());
+    let mut relay = outbox(
+        &url,
+        &[
+            "relay",
+            "--lease",
+            "2s",
+            "--reap-interval",
+            "500ms",
+            "--poll-interval",
+            "100ms",
+            "--batch-size",
+            "20",
+        ],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+
+    let sent = "SELECT count(*) FROM outbox.messages_sent";
+    enqueue(&url).await;
+    assert!(
+        wait_for(&url, sent, 1).await >= 1,
+        "the relay is publishing"
+    );
+
+    pg.stop_server().unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        relay.try_wait().unwrap().is_none(),
+        "the relay must not exit while the database is down"
+    );
+    pg.start_server().unwrap();
+
+    enqueue(&url).await;
+    let total = wait_for(&url, sent, 400).await;
+    assert!(relay.try_wait().unwrap().is_none(), "still running");
+    Command::new("kill")
+        .args(["-TERM", &relay.id().to_string()])
+        .status()
+        .unwrap();
+    let status = relay.wait().unwrap();
+
+    assert_eq!(total, 400, "every committed message ends sent");
+    assert_eq!(
+        query(
+            &url,
+            "SELECT count(*) FROM outbox.all_messages WHERE status <> 'sent'"
+        )
+        .await,
+        Some(0)
+    );
+    assert_eq!(
+        query(
+            &url,
+            "SELECT count(DISTINCT message_id) FROM outbox.published_events"
+        )
+        .await,
+        Some(400)
+    );
+    assert!(status.success(), "clean exit after SIGTERM: {status:?}");
+}
