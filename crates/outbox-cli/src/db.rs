@@ -22,3 +22,22 @@ pub async fn connect(url: &str, max_size: usize) -> anyhow::Result<deadpool_post
         .with_context(|| format!("cannot connect to {}", redact_url(url)))?;
     Ok(pool)
 }
+
+/// `url`, or without one a throwaway PostgreSQL started for this command
+/// (it lives as long as the returned guard). Says where it is, on stderr.
+pub fn url_or_throwaway(
+    url: Option<String>,
+    fsync: bool,
+) -> anyhow::Result<(String, Option<outbox_tempdb::EmbeddedPostgres>)> {
+    if let Some(u) = url.filter(|u| !u.trim().is_empty()) {
+        return Ok((u, None));
+    }
+    let pg = outbox_tempdb::EmbeddedPostgres::start(fsync)?;
+    eprintln!(
+        "no DATABASE_URL: started a throwaway PostgreSQL at {} (fsync {}, data in {}); it is removed on exit",
+        pg.url(),
+        if fsync { "on" } else { "off" },
+        pg.path().display()
+    );
+    Ok((pg.url(), Some(pg)))
+}

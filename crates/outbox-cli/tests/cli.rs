@@ -126,7 +126,7 @@ fn tour_without_database_url_runs_on_a_throwaway_postgres() {
     );
     let err = String::from_utf8_lossy(&o.stderr);
     let dir = err
-        .split("(data in ")
+        .split("data in ")
         .nth(1)
         .and_then(|s| s.split(')').next())
         .expect("says where the throwaway PostgreSQL lives");

@@ -36,6 +36,22 @@ fn relay<P: Publisher>(t: &TestSchema, publisher: P, config: RelayConfig) -> Rel
     .with_listener(database_url().parse().unwrap())
 }
 
+/// Runs `r` until `check` is done, then shuts it down; returns what
+/// `check` returned once `run` has returned.
+async fn while_running<P: Publisher, T>(
+    r: &Relay<P>,
+    check: impl std::future::Future<Output = T>,
+) -> T {
+    let stop = CancellationToken::new();
+    let (ran, out) = tokio::join!(r.run(stop.clone()), async {
+        let out = check.await;
+        stop.cancel();
+        out
+    });
+    ran.unwrap();
+    out
+}
+
 /// Polls `sql` (a count) until it equals `want`, for at most `within`.
 async fn eventually(t: &TestSchema, sql: &str, want: i64, within: Duration) -> i64 {
     let deadline = tokio::time::Instant::now() + within;
@@ -78,12 +94,7 @@ async fn notify_wakes_the_relay_long_before_the_poll_interval() {
             ..RelayConfig::default()
         },
     );
-    let stop = CancellationToken::new();
-    let running = {
-        let stop = stop.clone();
-        async move { r.run(stop).await.unwrap() }
-    };
-    let check = async {
+    let sent = while_running(&r, async {
         // Let the relay make its first (empty) pass and start listening.
         tokio::time::sleep(Duration::from_millis(300)).await;
         enqueue(&t, 5).await;
@@ -94,10 +105,9 @@ async fn notify_wakes_the_relay_long_before_the_poll_interval() {
             Duration::from_secs(20),
         )
         .await;
-        stop.cancel();
         sent
-    };
-    let ((), sent) = tokio::join!(running, check);
+    })
+    .await;
     assert_eq!(
         sent, 5,
         "an hour-long poll interval: only NOTIFY can have woken the relay"
@@ -116,12 +126,7 @@ async fn with_notify_off_the_poll_interval_still_finds_messages() {
             ..RelayConfig::default()
         },
     );
-    let stop = CancellationToken::new();
-    let running = {
-        let stop = stop.clone();
-        async move { r.run(stop).await.unwrap() }
-    };
-    let check = async {
+    let sent = while_running(&r, async {
         tokio::time::sleep(Duration::from_millis(200)).await;
         enqueue(&t, 3).await;
         let sent = eventually(
@@ -131,10 +136,9 @@ async fn with_notify_off_the_poll_interval_still_finds_messages() {
             Duration::from_secs(20),
         )
         .await;
-        stop.cancel();
         sent
-    };
-    let ((), sent) = tokio::join!(running, check);
+    })
+    .await;
     assert_eq!(sent, 3);
 }
 
@@ -163,13 +167,7 @@ async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead
             ..RelayConfig::default()
         },
     );
-    let stop = CancellationToken::new();
-    let running = {
-        let stop = stop.clone();
-        let r = &r;
-        async move { r.run(stop).await.unwrap() }
-    };
-    let check = async {
+    let (dead_during, open_during, max_attempts, sent) = while_running(&r, async {
         // Many times the whole retry schedule (3 attempts, 100 ms apart).
         tokio::time::sleep(Duration::from_secs(3)).await;
         let dead_during = t
@@ -185,10 +183,9 @@ async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead
             Duration::from_secs(30),
         )
         .await;
-        stop.cancel();
         (dead_during, open_during, max_attempts, sent)
-    };
-    let ((), (dead_during, open_during, max_attempts, sent)) = tokio::join!(running, check);
+    })
+    .await;
     assert_eq!(dead_during, 0, "an outage must not dead-letter messages");
     assert!(
         open_during,
@@ -270,12 +267,7 @@ async fn shutdown_releases_claims_it_cannot_finish() {
             ..RelayConfig::default()
         },
     );
-    let stop = CancellationToken::new();
-    let running = {
-        let stop = stop.clone();
-        async move { r.run(stop).await.unwrap() }
-    };
-    let check = async {
+    let claimed = while_running(&r, async {
         let claimed = eventually(
             &t,
             "SELECT count(*) FROM {schema}.messages WHERE status = 'processing'",
@@ -283,10 +275,9 @@ async fn shutdown_releases_claims_it_cannot_finish() {
             Duration::from_secs(10),
         )
         .await;
-        stop.cancel();
         claimed
-    };
-    let ((), claimed) = tokio::join!(running, check);
+    })
+    .await;
     assert_eq!(claimed, 4);
     assert_eq!(
         t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND attempts = 0 AND locked_by IS NULL").await,
@@ -307,12 +298,7 @@ async fn shutdown_lets_a_quick_batch_finish() {
         },
         RelayConfig::default(),
     );
-    let stop = CancellationToken::new();
-    let running = {
-        let stop = stop.clone();
-        async move { r.run(stop).await.unwrap() }
-    };
-    let check = async {
+    while_running(&r, async {
         eventually(
             &t,
             "SELECT count(*) FROM {schema}.messages WHERE status = 'processing'",
@@ -320,9 +306,8 @@ async fn shutdown_lets_a_quick_batch_finish() {
             Duration::from_secs(10),
         )
         .await;
-        stop.cancel();
-    };
-    tokio::join!(running, check);
+    })
+    .await;
     assert_eq!(
         t.count("SELECT count(*) FROM {schema}.messages_sent").await,
         4
@@ -342,12 +327,7 @@ async fn concurrent_pipelines_publish_each_message_once() {
             ..RelayConfig::default()
         },
     );
-    let stop = CancellationToken::new();
-    let running = {
-        let stop = stop.clone();
-        async move { r.run(stop).await.unwrap() }
-    };
-    let check = async {
+    let sent = while_running(&r, async {
         let sent = eventually(
             &t,
             "SELECT count(*) FROM {schema}.messages_sent",
@@ -355,10 +335,9 @@ async fn concurrent_pipelines_publish_each_message_once() {
             Duration::from_secs(60),
         )
         .await;
-        stop.cancel();
         sent
-    };
-    let ((), sent) = tokio::join!(running, check);
+    })
+    .await;
     assert_eq!(sent, 3000);
     assert_eq!(
         t.count("SELECT count(DISTINCT message_id) FROM {schema}.published_events")

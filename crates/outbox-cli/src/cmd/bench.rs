@@ -2,7 +2,6 @@
 //! the same backlog, in the same run, so every figure is a ratio.
 
 use outbox_relay::bench::{drain, median, Algorithm};
-use outbox_tempdb::EmbeddedPostgres;
 use std::collections::BTreeMap;
 
 /// `outbox bench`.
@@ -58,19 +57,8 @@ enum Scenario {
 pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
     anyhow::ensure!(args.messages > 0, "--messages must be positive");
     anyhow::ensure!(args.runs > 0, "--runs must be positive");
-    let mut _embedded = None;
-    let url = match url.filter(|u| !u.trim().is_empty()) {
-        Some(u) => u,
-        None => {
-            let pg = EmbeddedPostgres::start(true)?;
-            eprintln!(
-                "no DATABASE_URL: benchmarking a throwaway PostgreSQL at {} (fsync on, data in {}); it is removed on exit",
-                pg.url(),
-                pg.path().display()
-            );
-            _embedded.insert(pg).url()
-        }
-    };
+    // fsync stays on: a benchmark measures what production would see.
+    let (url, _throwaway) = crate::db::url_or_throwaway(url, true)?;
     match args.scenario {
         Scenario::Latency {
             rate,

@@ -5,7 +5,6 @@ use deadpool_postgres::Pool;
 use outbox::{sql::Queries, Delivery, Inbox, NewMessage, Outbox, Schema};
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Relay, RelayConfig, Store};
-use outbox_tempdb::EmbeddedPostgres;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,19 +34,7 @@ enum Step {
 }
 
 pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
-    let mut _embedded = None;
-    let url = match url.filter(|u| !u.trim().is_empty()) {
-        Some(u) => u,
-        None => {
-            let pg = EmbeddedPostgres::start(false)?;
-            eprintln!(
-                "no DATABASE_URL: started a throwaway PostgreSQL at {} (data in {}); it is removed on exit",
-                pg.url(),
-                pg.path().display()
-            );
-            _embedded.insert(pg).url()
-        }
-    };
+    let (url, _throwaway) = crate::db::url_or_throwaway(url, false)?;
     let demo = Demo::connect(&url, schema).await?;
     match args.step {
         Step::CreateOrder => demo.create_order().await,
