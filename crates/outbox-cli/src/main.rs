@@ -47,6 +47,8 @@ enum Command {
     Demo(cmd::demo::Args),
     /// Throughput against the reference algorithms, on the same backlog.
     Bench(cmd::bench::Args),
+    /// The least-privilege GRANTs for a producer role and a relay role.
+    Grants(cmd::grants::Args),
 }
 
 fn main() -> ExitCode {
@@ -101,5 +103,6 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Config(args) => cmd::config::run(&settings, args),
         Command::Demo(args) => cmd::demo::run(url, schema, args).await,
         Command::Bench(args) => cmd::bench::run(url, args).await,
+        Command::Grants(args) => cmd::grants::run(url, schema, args).await,
     }
 }

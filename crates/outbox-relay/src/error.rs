@@ -3,11 +3,13 @@
 #[non_exhaustive]
 pub enum Error {
     /// The database returned an error or the connection failed.
+    /// (The driver's error is kept but not chained as a source: the message
+    /// already says everything, and chained it would print twice.)
     #[error("database error: {}", outbox::describe_tokio_postgres(.0))]
-    Database(#[from] tokio_postgres::Error),
+    Database(tokio_postgres::Error),
     /// No connection could be taken from the pool.
-    #[error("cannot connect to the database: {0}")]
-    Pool(#[from] deadpool_postgres::PoolError),
+    #[error("cannot connect to the database: {}", describe_pool_error(.0))]
+    Pool(deadpool_postgres::PoolError),
     /// The outbox tables are missing in the schema.
     #[error("schema {0} has no outbox tables; run `outbox migrate` (or outbox::migrate) first")]
     NotMigrated(String),
@@ -31,6 +33,27 @@ pub enum Error {
 fn not_dead_list(items: &[crate::dead::NotReplayed]) -> String {
     let list: Vec<String> = items.iter().map(ToString::to_string).collect();
     list.join("; ")
+}
+
+impl From<deadpool_postgres::PoolError> for Error {
+    fn from(e: deadpool_postgres::PoolError) -> Self {
+        Self::Pool(e)
+    }
+}
+
+/// One readable line for a pool error: the server's own message when there
+/// is one, not deadpool's and tokio-postgres' wrappers around it.
+pub fn describe_pool_error(e: &deadpool_postgres::PoolError) -> String {
+    match e {
+        deadpool_postgres::PoolError::Backend(pg) => outbox::describe_tokio_postgres(pg),
+        other => other.to_string(),
+    }
+}
+
+impl From<tokio_postgres::Error> for Error {
+    fn from(e: tokio_postgres::Error) -> Self {
+        Self::Database(e)
+    }
 }
 
 /// Result alias for this crate.

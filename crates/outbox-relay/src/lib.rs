@@ -31,7 +31,7 @@ pub use archive::{ArchiveStats, Archiver};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dead::{DeadLetters, NotReplayed, ReplayTarget};
 pub use envelope::Envelope;
-pub use error::{Error, Result};
+pub use error::{describe_pool_error, Error, Result};
 pub use message::Message;
 pub use publisher::{ErrorClass, Outcome, PublishError, Publisher};
 pub use relay::{PassStats, PublishedBatch, Relay, RelayConfig};

@@ -25,9 +25,9 @@ pub enum Error {
     Database {
         /// The server's message (with SQLSTATE) or the driver's.
         message: String,
-        /// The driver's error.
-        #[source]
-        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+        /// The driver's error (not chained as a source: `message` already
+        /// says everything, and chained it would print twice).
+        cause: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 }
 
@@ -80,7 +80,7 @@ impl Error {
     pub fn database(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Database {
             message: e.to_string(),
-            source: Box::new(e),
+            cause: Box::new(e),
         }
     }
 
@@ -90,7 +90,7 @@ impl Error {
     pub fn from_tokio_postgres(e: tokio_postgres::Error) -> Self {
         Self::Database {
             message: describe_tokio_postgres(&e),
-            source: Box::new(e),
+            cause: Box::new(e),
         }
     }
 }

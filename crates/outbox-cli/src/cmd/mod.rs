@@ -3,6 +3,7 @@ pub mod bench;
 pub mod config;
 pub mod dead;
 pub mod demo;
+pub mod grants;
 pub mod migrate;
 pub mod relay;
 pub mod stats;

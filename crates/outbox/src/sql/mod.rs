@@ -7,12 +7,14 @@
 mod archive;
 pub mod bench;
 mod dead;
+mod grants;
 mod migrations;
 mod queries;
 
 pub use archive::ArchiveQueries;
 pub use bench::BenchQueries;
 pub use dead::{DeadQueries, DEAD_COLUMNS};
+pub use grants::grants;
 pub use migrations::{migrate_script, Migration, MIGRATIONS};
 pub use queries::Queries;
 

@@ -115,7 +115,10 @@ impl Publisher for PostgresPublisher {
 }
 
 fn pool_error(e: deadpool_postgres::PoolError) -> PublishError {
-    PublishError::retryable(format!("sink database unreachable: {e}"))
+    PublishError::retryable(format!(
+        "sink database unreachable: {}",
+        crate::describe_pool_error(&e)
+    ))
 }
 
 /// Classifies by SQLSTATE class: data (22), integrity (23) and syntax or
