@@ -3,6 +3,9 @@
 //! The schema is dropped when the test passes and left in place when it
 //! fails, so it can be inspected.
 
+mod proxy;
+pub use proxy::FaultyProxy;
+
 use deadpool_postgres::{Pool, Runtime};
 use outbox::Schema;
 
