@@ -3,6 +3,8 @@
 //! The schema is dropped when the test passes and left in place when it
 //! fails, so it can be inspected.
 
+pub mod readback;
+
 use deadpool_postgres::{Pool, Runtime};
 use outbox::Schema;
 
