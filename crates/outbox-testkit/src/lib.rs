@@ -4,6 +4,7 @@
 //! fails, so it can be inspected.
 
 pub mod readback;
+pub mod webhook;
 
 use deadpool_postgres::{Pool, Runtime};
 use outbox::Schema;
