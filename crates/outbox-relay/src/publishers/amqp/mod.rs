@@ -26,7 +26,8 @@ const SHORT_MAX: usize = 255;
 /// opened on first use and reopened on the batch after a loss.
 pub struct AmqpPublisher {
     cfg: AmqpConfig,
-    link: Mutex<Option<Link>>,
+    // Boxed: a connection and a channel are large, and idle most of the time.
+    link: Mutex<Option<Box<Link>>>,
 }
 
 struct Link {
@@ -63,7 +64,7 @@ impl AmqpPublisher {
         &self.cfg
     }
 
-    async fn connect(&self) -> Result<Link, PublishError> {
+    async fn connect(&self) -> Result<Box<Link>, PublishError> {
         let props = ConnectionProperties::default()
             .with_executor(tokio_executor_trait::Tokio::current())
             .with_reactor(tokio_reactor_trait::Tokio);
@@ -109,10 +110,10 @@ impl AmqpPublisher {
                     )
                 })?;
         }
-        Ok(Link {
+        Ok(Box::new(Link {
             _connection: connection,
             channel,
-        })
+        }))
     }
 
     async fn publish_on(&self, channel: &Channel, batch: &[Message]) -> (Vec<Outcome>, bool) {
