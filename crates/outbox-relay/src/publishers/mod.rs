@@ -148,7 +148,44 @@ pub fn redact_url(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{redact_url, AnyPublisher, PublisherContext};
+
+    fn ctx() -> PublisherContext {
+        PublisherContext {
+            // Building a pool does not connect.
+            pool: crate::pool("postgres://nobody@127.0.0.1:1/none", 1).unwrap(),
+            schema: outbox::Schema::new("outbox").unwrap(),
+            relay_id: "test".into(),
+        }
+    }
+
+    #[cfg(all(
+        feature = "publisher-postgres",
+        feature = "publisher-amqp",
+        feature = "publisher-mqtt",
+        feature = "publisher-http"
+    ))]
+    #[tokio::test]
+    async fn schemes_choose_the_publisher_and_unknown_ones_list_the_choices() {
+        let ctx = ctx();
+        for (url, name) in [
+            ("amqp://guest:guest@127.0.0.1:1/%2f", "amqp"),
+            ("mqtt://127.0.0.1:1", "mqtt"),
+            ("http://127.0.0.1:1/hook", "http"),
+            ("https://127.0.0.1:1/hook", "http"),
+        ] {
+            let p = AnyPublisher::from_url(url, &ctx).await.unwrap();
+            assert_eq!(crate::Publisher::name(&p), name);
+        }
+        let e = AnyPublisher::from_url("kafkaa://u:pw@h", &ctx)
+            .await
+            .unwrap_err()
+            .to_string();
+        for scheme in ["postgres", "amqp://", "mqtt://", "http://", "https://"] {
+            assert!(e.contains(scheme), "{e}");
+        }
+        assert!(!e.contains(":pw@"), "{e}");
+    }
 
     #[test]
     fn passwords_never_survive_redaction() {

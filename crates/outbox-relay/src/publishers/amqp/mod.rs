@@ -17,6 +17,7 @@ use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareO
 use lapin::publisher_confirm::Confirmation;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::Mutex;
 
 /// AMQP 0-9-1 short strings (routing keys, property values, header names).
@@ -155,6 +156,8 @@ impl AmqpPublisher {
             }
         }
         let exchange = &self.cfg.exchange;
+        // Set when the channel can no longer be trusted for the next batch.
+        let unusable = &AtomicBool::new(broken.is_some());
         let waits = pending.into_iter().zip(batch).map(|(p, m)| async move {
             let confirm = p?;
             match confirm.await {
@@ -168,20 +171,19 @@ impl AmqpPublisher {
                 Ok(Confirmation::Nack(None)) => Err(PublishError::retryable(
                     "broker nacked the message (publisher confirm)",
                 )),
-                Ok(Confirmation::NotRequested) => Err(PublishError::retryable(
-                    "channel is not in confirm mode",
-                )),
-                Err(e) => Err(retryable("AMQP confirm failed", &e)),
+                Ok(Confirmation::NotRequested) => {
+                    unusable.store(true, Ordering::Relaxed);
+                    Err(PublishError::retryable("channel is not in confirm mode"))
+                }
+                Err(e) => {
+                    unusable.store(true, Ordering::Relaxed);
+                    Err(retryable("AMQP confirm failed", &e))
+                }
             }
         });
         match tokio::time::timeout(self.cfg.confirm_timeout, join_all(waits)).await {
             Ok(outcomes) => {
-                let lost = broken.is_some()
-                    || !channel.status().connected()
-                    || outcomes.iter().any(|o| {
-                        o.as_ref()
-                            .is_err_and(|e| e.message.starts_with("AMQP confirm failed"))
-                    });
+                let lost = unusable.load(Ordering::Relaxed) || !channel.status().connected();
                 (outcomes, lost)
             }
             Err(_) => {
