@@ -176,3 +176,51 @@ async fn declare_creates_a_durable_topic_exchange() {
     passive.check().await.unwrap();
     delete_exchange(&exchange).await;
 }
+
+/// Closes, on the broker's side, the connection named `name`.
+async fn broker_closes_connection(name: &str) {
+    // The plain listing: `close_connection` wants the pid as printed there.
+    let out = tokio::process::Command::new("rabbitmqctl")
+        .args(["list_connections", "pid", "client_properties", "-q"])
+        .output()
+        .await
+        .expect("run rabbitmqctl");
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let needle = format!("{{\"connection_name\",\"{name}\"}}");
+    let pid = listing
+        .lines()
+        .find(|l| l.contains(&needle))
+        .and_then(|l| l.split('\t').next())
+        .unwrap_or_else(|| panic!("no connection named {name} in:\n{listing}"))
+        .to_owned();
+    let status = tokio::process::Command::new("rabbitmqctl")
+        .args(["close_connection", &pid, "test closes the connection"])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn reconnects_on_a_later_batch_after_the_broker_closes_the_connection() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let name = format!("outbox-test-{}", suffix());
+    let topic = format!("t.{}", suffix());
+    let reader = readback::amqp(&exchange, "#", 2).await;
+    let p = AmqpPublisher::from_url(&format!(
+        "{BROKER}?exchange={exchange}&connection_name={name}"
+    ))
+    .unwrap();
+    assert_all_ok(&p.publish(&messages(1, &topic)).await);
+
+    broker_closes_connection(&name).await;
+    // The loss may be seen before the next batch (reconnect at once) or by
+    // it (that batch fails retryable); the batch after that goes through.
+    let batch = messages(1, &topic);
+    let first = p.publish(&batch).await.remove(0);
+    if let Err(e) = &first {
+        assert!(e.is_retryable(), "{e}");
+        assert_all_ok(&p.publish(&batch).await);
+    }
+    assert_eq!(reader.finish().await.len(), 2);
+}

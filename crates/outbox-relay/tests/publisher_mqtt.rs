@@ -124,3 +124,31 @@ async fn broker_unreachable_is_retryable() {
     }
     assert!(p.check().await.unwrap_err().is_retryable());
 }
+
+#[tokio::test]
+async fn reconnects_on_a_later_batch_after_losing_the_session() {
+    let prefix = prefix();
+    let client_id = format!("outbox-test-{}", suffix());
+    let reader = readback::mqtt(&format!("{prefix}/#"), 2).await;
+    let p = publisher(&prefix, &format!("&client_id={client_id}"));
+    assert_all_ok(&p.publish(&messages(1, "t")).await);
+
+    // A second client with the same id takes the session over: the broker
+    // disconnects the publisher's.
+    let (intruder, mut events) =
+        rumqttc::AsyncClient::new(rumqttc::MqttOptions::new(&client_id, "127.0.0.1", 1883), 8);
+    while !matches!(
+        events.poll().await.unwrap(),
+        rumqttc::Event::Incoming(rumqttc::Packet::ConnAck(_))
+    ) {}
+    intruder.disconnect().await.unwrap();
+    while events.poll().await.is_ok() {}
+
+    let batch = messages(1, "t");
+    let first = p.publish(&batch).await.remove(0);
+    if let Err(e) = &first {
+        assert!(e.is_retryable(), "{e}");
+        assert_all_ok(&p.publish(&batch).await);
+    }
+    assert_eq!(reader.finish().await.len(), 2);
+}

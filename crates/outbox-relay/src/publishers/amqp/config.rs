@@ -26,6 +26,8 @@ pub struct AmqpConfig {
     pub confirm_timeout: Duration,
     /// CloudEvents `source` attribute.
     pub source: String,
+    /// Shown by RabbitMQ for this connection (management UI, `rabbitmqctl`).
+    pub connection_name: String,
 }
 
 // The URI holds the password.
@@ -37,6 +39,7 @@ impl std::fmt::Debug for AmqpConfig {
             .field("declare", &self.declare)
             .field("confirm_timeout", &self.confirm_timeout)
             .field("source", &self.source)
+            .field("connection_name", &self.connection_name)
             .finish()
     }
 }
@@ -60,6 +63,7 @@ impl AmqpConfig {
             declare: false,
             confirm_timeout: Duration::from_secs(30),
             source: DEFAULT_SOURCE.to_owned(),
+            connection_name: "outbox-relay".to_owned(),
         };
         let mut passthrough = Vec::new();
         for (k, v) in url.query_pairs() {
@@ -78,6 +82,7 @@ impl AmqpConfig {
                     cfg.confirm_timeout = Duration::from_millis(ms);
                 }
                 "source" => cfg.source = v.into_owned(),
+                "connection_name" => cfg.connection_name = v.into_owned(),
                 _ => passthrough.push((k.into_owned(), v.into_owned())),
             }
         }

@@ -68,7 +68,8 @@ impl AmqpPublisher {
     async fn connect(&self) -> Result<Box<Link>, PublishError> {
         let props = ConnectionProperties::default()
             .with_executor(tokio_executor_trait::Tokio::current())
-            .with_reactor(tokio_reactor_trait::Tokio);
+            .with_reactor(tokio_reactor_trait::Tokio)
+            .with_connection_name(LongString::from(self.cfg.connection_name.clone()));
         let connect = Connection::connect(&self.cfg.uri, props);
         let connection = tokio::time::timeout(self.cfg.confirm_timeout, connect)
             .await
