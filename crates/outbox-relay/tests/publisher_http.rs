@@ -7,7 +7,7 @@
 mod support;
 
 use base64::Engine as _;
-use outbox::{NewMessage, Outbox};
+use outbox::{Delivery, Inbox, NewMessage, Outbox};
 use outbox_relay::publishers::http::{env, HttpConfig, HttpPublisher, WebhookSecret};
 use outbox_relay::{Envelope, ErrorClass, Publisher, Relay, RelayConfig, Store};
 use outbox_testkit::webhook::{Receiver, Rule};
@@ -66,6 +66,27 @@ async fn a_plain_secret_signs_with_its_bytes() {
     assert_all_ok(&p.publish(&messages(3, "t")).await);
     rx.wait_for(3).await;
     assert_eq!(readback::verify_webhooks(secret, &rx.as_json()).await, 3);
+}
+
+#[tokio::test]
+async fn webhook_id_is_a_dedupe_key_across_redelivery() {
+    let rx = Receiver::start().await;
+    let p = publisher(&rx.url, &[]);
+    let batch = messages(1, "orders");
+    // A crash between publish and mark posts the same row twice.
+    assert_all_ok(&p.publish(&batch).await);
+    assert_all_ok(&p.publish(&batch).await);
+    let got = rx.wait_for(2).await;
+
+    let schema = TestSchema::new("http_dedupe").await;
+    let inbox = Inbox::with_schema(&schema.schema);
+    let client = schema.pool.get().await.unwrap();
+    let mut seen = Vec::new();
+    for r in &got {
+        assert_eq!(r.json()["id"], r.id.as_str());
+        seen.push(inbox.record(&**client, &r.id, "orders").await.unwrap());
+    }
+    assert_eq!(seen, [Delivery::First, Delivery::Duplicate]);
 }
 
 #[tokio::test]
