@@ -6,8 +6,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
 
-ensure_services postgres
+ensure_services postgres rabbitmq mosquitto
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+
+# The brokers' own clients read messages back in a second process
+# (tests/readback/); their virtualenv is made when missing, and remade when
+# the requirements list changed.
+pyenv=target/pyenv
+requirements=tests/readback/requirements.txt
+if [[ ! -x "$pyenv/bin/python" ]] || ! cmp -s "$requirements" "$pyenv/requirements.txt"; then
+  python3 -m venv "$pyenv"
+  "$pyenv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
+  cp "$requirements" "$pyenv/requirements.txt"
+fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings

@@ -4,6 +4,9 @@
 //! fails, so it can be inspected.
 
 mod proxy;
+pub mod readback;
+pub mod webhook;
+
 pub use proxy::FaultyProxy;
 
 use deadpool_postgres::{Pool, Runtime};

@@ -20,7 +20,9 @@ pub struct Args {
 #[derive(Debug, Default, clap::Args)]
 pub struct RelayFlags {
     /// Where to publish: `postgres` (the outbox database's published_events)
-    /// or a URL [env: OUTBOX_PUBLISHER] [default: postgres].
+    /// or a URL: `postgres://…`, `amqp://…` (RabbitMQ), `mqtt://…`,
+    /// `http(s)://…` (signed webhooks, options in OUTBOX_WEBHOOK_* variables)
+    /// [env: OUTBOX_PUBLISHER] [default: postgres].
     #[arg(long)]
     publisher: Option<String>,
     /// Messages claimed per batch, 1..=10000 [env: OUTBOX_BATCH_SIZE] [default: 500].

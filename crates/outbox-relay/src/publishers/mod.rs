@@ -1,6 +1,12 @@
 //! The concrete publishers, one folder each, each behind a Cargo feature.
 //! [`AnyPublisher`] is what configuration builds from a `--publisher` URL.
 
+#[cfg(feature = "publisher-amqp")]
+pub mod amqp;
+#[cfg(feature = "publisher-http")]
+pub mod http;
+#[cfg(feature = "publisher-mqtt")]
+pub mod mqtt;
 #[cfg(feature = "publisher-postgres")]
 pub mod postgres;
 
@@ -26,11 +32,31 @@ pub enum AnyPublisher {
     /// `postgres` or `postgres://...`: the `published_events` table.
     #[cfg(feature = "publisher-postgres")]
     Postgres(postgres::PostgresPublisher),
+    /// `amqp://…`: RabbitMQ with publisher confirms.
+    #[cfg(feature = "publisher-amqp")]
+    Amqp(amqp::AmqpPublisher),
+    /// `mqtt://…`: MQTT 3.1.1, QoS 1.
+    #[cfg(feature = "publisher-mqtt")]
+    Mqtt(mqtt::MqttPublisher),
+    /// `http://…`, `https://…`: signed webhooks.
+    #[cfg(feature = "publisher-http")]
+    Http(http::HttpPublisher),
 }
+
+/// The schemes this build accepts, for the unknown-scheme error.
+const KNOWN: &[(&str, bool)] = &[
+    ("postgres", cfg!(feature = "publisher-postgres")),
+    ("amqp://", cfg!(feature = "publisher-amqp")),
+    ("mqtt://", cfg!(feature = "publisher-mqtt")),
+    ("http://", cfg!(feature = "publisher-http")),
+    ("https://", cfg!(feature = "publisher-http")),
+];
 
 impl AnyPublisher {
     /// Builds the publisher a `--publisher` value names: `postgres` (the
-    /// outbox database) or `postgres://…` / `postgresql://…` (another one).
+    /// outbox database) or `postgres://…` / `postgresql://…` (another one),
+    /// `amqp://…`, `mqtt://…`, `http(s)://…`. Nothing connects here: a
+    /// broker that is down delays publishing, it does not stop the relay.
     pub async fn from_url(url: &str, ctx: &PublisherContext) -> Result<Self> {
         let scheme = url.split_once("://").map_or(url, |(s, _)| s);
         match scheme {
@@ -38,10 +64,24 @@ impl AnyPublisher {
             "postgres" | "postgresql" => Ok(Self::Postgres(
                 postgres::PostgresPublisher::from_url(url, ctx).await?,
             )),
-            _ => Err(Error::Publisher(format!(
-                "unknown publisher {:?}: expected `postgres` or a postgres:// URL",
-                redact_url(url)
-            ))),
+            #[cfg(feature = "publisher-amqp")]
+            "amqp" | "amqps" => Ok(Self::Amqp(amqp::AmqpPublisher::from_url(url)?)),
+            #[cfg(feature = "publisher-mqtt")]
+            "mqtt" | "mqtts" => Ok(Self::Mqtt(mqtt::MqttPublisher::from_url(url)?)),
+            #[cfg(feature = "publisher-http")]
+            "http" | "https" => Ok(Self::Http(http::HttpPublisher::from_env(url)?)),
+            _ => {
+                let known: Vec<&str> = KNOWN
+                    .iter()
+                    .filter(|(_, built)| *built)
+                    .map(|(s, _)| *s)
+                    .collect();
+                Err(Error::Publisher(format!(
+                    "unknown publisher {:?}: this build accepts {}",
+                    redact_url(url),
+                    known.join(", ")
+                )))
+            }
         }
     }
 }
@@ -51,6 +91,12 @@ impl Publisher for AnyPublisher {
         match self {
             #[cfg(feature = "publisher-postgres")]
             Self::Postgres(p) => p.name(),
+            #[cfg(feature = "publisher-amqp")]
+            Self::Amqp(p) => p.name(),
+            #[cfg(feature = "publisher-mqtt")]
+            Self::Mqtt(p) => p.name(),
+            #[cfg(feature = "publisher-http")]
+            Self::Http(p) => p.name(),
         }
     }
 
@@ -58,6 +104,12 @@ impl Publisher for AnyPublisher {
         match self {
             #[cfg(feature = "publisher-postgres")]
             Self::Postgres(p) => p.publish(batch).await,
+            #[cfg(feature = "publisher-amqp")]
+            Self::Amqp(p) => p.publish(batch).await,
+            #[cfg(feature = "publisher-mqtt")]
+            Self::Mqtt(p) => p.publish(batch).await,
+            #[cfg(feature = "publisher-http")]
+            Self::Http(p) => p.publish(batch).await,
         }
     }
 
@@ -65,6 +117,12 @@ impl Publisher for AnyPublisher {
         match self {
             #[cfg(feature = "publisher-postgres")]
             Self::Postgres(p) => p.check().await,
+            #[cfg(feature = "publisher-amqp")]
+            Self::Amqp(p) => p.check().await,
+            #[cfg(feature = "publisher-mqtt")]
+            Self::Mqtt(p) => p.check().await,
+            #[cfg(feature = "publisher-http")]
+            Self::Http(p) => p.check().await,
         }
     }
 }
@@ -90,7 +148,44 @@ pub fn redact_url(url: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::redact_url;
+    use super::{redact_url, AnyPublisher, PublisherContext};
+
+    fn ctx() -> PublisherContext {
+        PublisherContext {
+            // Building a pool does not connect.
+            pool: crate::pool("postgres://nobody@127.0.0.1:1/none", 1).unwrap(),
+            schema: outbox::Schema::new("outbox").unwrap(),
+            relay_id: "test".into(),
+        }
+    }
+
+    #[cfg(all(
+        feature = "publisher-postgres",
+        feature = "publisher-amqp",
+        feature = "publisher-mqtt",
+        feature = "publisher-http"
+    ))]
+    #[tokio::test]
+    async fn schemes_choose_the_publisher_and_unknown_ones_list_the_choices() {
+        let ctx = ctx();
+        for (url, name) in [
+            ("amqp://guest:guest@127.0.0.1:1/%2f", "amqp"),
+            ("mqtt://127.0.0.1:1", "mqtt"),
+            ("http://127.0.0.1:1/hook", "http"),
+            ("https://127.0.0.1:1/hook", "http"),
+        ] {
+            let p = AnyPublisher::from_url(url, &ctx).await.unwrap();
+            assert_eq!(crate::Publisher::name(&p), name);
+        }
+        let e = AnyPublisher::from_url("kafkaa://u:pw@h", &ctx)
+            .await
+            .unwrap_err()
+            .to_string();
+        for scheme in ["postgres", "amqp://", "mqtt://", "http://", "https://"] {
+            assert!(e.contains(scheme), "{e}");
+        }
+        assert!(!e.contains(":pw@"), "{e}");
+    }
 
     #[test]
     fn passwords_never_survive_redaction() {

@@ -1,0 +1,280 @@
+//! `amqp://`: RabbitMQ (AMQP 0-9-1) through `lapin`, with publisher confirms.
+//!
+//! Each message goes to the configured exchange with routing key = topic,
+//! persistent and mandatory. The whole batch is published first and the
+//! confirms are awaited together, so a batch costs one round trip, not one
+//! per message. A message the broker could not route to any queue comes
+//! back (mandatory) and is reported permanent: no retry creates a binding.
+
+mod config;
+
+pub use config::{AmqpConfig, DEFAULT_EXCHANGE};
+
+use crate::envelope::Envelope;
+use crate::{Message, Outcome, PublishError, Publisher, Result};
+use futures_util::future::join_all;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
+use lapin::publisher_confirm::Confirmation;
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio::sync::Mutex;
+
+/// AMQP 0-9-1 short strings (routing keys, property values, header names).
+const SHORT_MAX: usize = 255;
+
+/// The RabbitMQ publisher. One connection and one confirm-mode channel,
+/// opened on first use and reopened on the batch after a loss.
+pub struct AmqpPublisher {
+    cfg: AmqpConfig,
+    // Boxed: a connection and a channel are large, and idle most of the time.
+    link: Mutex<Option<Box<Link>>>,
+}
+
+struct Link {
+    // Held so the connection lives as long as its channel.
+    _connection: Connection,
+    channel: Channel,
+}
+
+impl std::fmt::Debug for AmqpPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmqpPublisher")
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+impl AmqpPublisher {
+    /// A publisher for `cfg`; connects lazily, so a broker that is down at
+    /// start-up delays publishing instead of failing the relay.
+    pub fn new(cfg: AmqpConfig) -> Self {
+        Self {
+            cfg,
+            link: Mutex::new(None),
+        }
+    }
+
+    /// Parses a publisher URL (see [`AmqpConfig::from_url`]).
+    pub fn from_url(url: &str) -> Result<Self> {
+        Ok(Self::new(AmqpConfig::from_url(url)?))
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &AmqpConfig {
+        &self.cfg
+    }
+
+    async fn connect(&self) -> Result<Box<Link>, PublishError> {
+        let props = ConnectionProperties::default()
+            .with_executor(tokio_executor_trait::Tokio::current())
+            .with_reactor(tokio_reactor_trait::Tokio)
+            .with_connection_name(LongString::from(self.cfg.connection_name.clone()));
+        let connect = Connection::connect(&self.cfg.uri, props);
+        let connection = tokio::time::timeout(self.cfg.confirm_timeout, connect)
+            .await
+            .map_err(|_| PublishError::retryable("AMQP connect timed out"))?
+            .map_err(|e| retryable("AMQP connect failed", &e))?;
+        let channel = connection
+            .create_channel()
+            .await
+            .map_err(|e| retryable("AMQP channel open failed", &e))?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(|e| retryable("AMQP confirm.select failed", &e))?;
+        if !self.cfg.exchange.is_empty() {
+            // Passive when not asked to declare: fail here with a clear
+            // message rather than on the first publish, which would close
+            // the channel.
+            let opts = ExchangeDeclareOptions {
+                durable: true,
+                passive: !self.cfg.declare,
+                ..ExchangeDeclareOptions::default()
+            };
+            channel
+                .exchange_declare(
+                    &self.cfg.exchange,
+                    ExchangeKind::Topic,
+                    opts,
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(|e| {
+                    // A missing exchange is retryable: a deploy may be
+                    // creating it, and the messages are not at fault.
+                    retryable(
+                        &format!(
+                            "exchange {:?} is not usable (create it, or add declare=true to the URL)",
+                            self.cfg.exchange
+                        ),
+                        &e,
+                    )
+                })?;
+        }
+        Ok(Box::new(Link {
+            _connection: connection,
+            channel,
+        }))
+    }
+
+    async fn publish_on(&self, channel: &Channel, batch: &[Message]) -> (Vec<Outcome>, bool) {
+        let mut pending = Vec::with_capacity(batch.len());
+        let mut broken: Option<PublishError> = None;
+        for m in batch {
+            if let Some(e) = &broken {
+                pending.push(Err(e.clone()));
+                continue;
+            }
+            if m.topic.len() > SHORT_MAX {
+                pending.push(Err(PublishError::permanent(format!(
+                    "topic is {} bytes; AMQP routing keys are at most {SHORT_MAX}",
+                    m.topic.len()
+                ))));
+                continue;
+            }
+            let env = Envelope::from(m);
+            let body = serde_json::to_vec(&env.payload).expect("JSON values serialize");
+            let sent = channel
+                .basic_publish(
+                    &self.cfg.exchange,
+                    &m.topic,
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..BasicPublishOptions::default()
+                    },
+                    &body,
+                    self.properties(&env),
+                )
+                .await;
+            match sent {
+                Ok(confirm) => pending.push(Ok(confirm)),
+                Err(e) => {
+                    let e = retryable("AMQP publish failed", &e);
+                    broken = Some(e.clone());
+                    pending.push(Err(e));
+                }
+            }
+        }
+        let exchange = &self.cfg.exchange;
+        // Set when the channel can no longer be trusted for the next batch.
+        let unusable = &AtomicBool::new(broken.is_some());
+        let waits = pending.into_iter().zip(batch).map(|(p, m)| async move {
+            let confirm = p?;
+            match confirm.await {
+                Ok(Confirmation::Ack(None)) => Ok(()),
+                Ok(Confirmation::Ack(Some(ret)) | Confirmation::Nack(Some(ret))) => {
+                    Err(PublishError::permanent(format!(
+                        "unroutable: exchange {exchange:?} has no queue bound for routing key {:?} ({} {})",
+                        m.topic, ret.reply_code, ret.reply_text
+                    )))
+                }
+                Ok(Confirmation::Nack(None)) => Err(PublishError::retryable(
+                    "broker nacked the message (publisher confirm)",
+                )),
+                Ok(Confirmation::NotRequested) => {
+                    unusable.store(true, Ordering::Relaxed);
+                    Err(PublishError::retryable("channel is not in confirm mode"))
+                }
+                Err(e) => {
+                    unusable.store(true, Ordering::Relaxed);
+                    Err(retryable("AMQP confirm failed", &e))
+                }
+            }
+        });
+        match tokio::time::timeout(self.cfg.confirm_timeout, join_all(waits)).await {
+            Ok(outcomes) => {
+                let lost = unusable.load(Ordering::Relaxed) || !channel.status().connected();
+                (outcomes, lost)
+            }
+            Err(_) => {
+                let e = PublishError::retryable(format!(
+                    "no publisher confirm within {:?}",
+                    self.cfg.confirm_timeout
+                ));
+                (vec![Err(e); batch.len()], true)
+            }
+        }
+    }
+
+    fn properties(&self, env: &Envelope) -> BasicProperties {
+        let mut headers = FieldTable::default();
+        let mut put = |k: &str, v: String| {
+            if k.len() <= SHORT_MAX {
+                headers.insert(
+                    ShortString::from(k.to_owned()),
+                    AMQPValue::LongString(LongString::from(v)),
+                );
+            }
+        };
+        for (k, v) in env.binary_headers(&self.cfg.source) {
+            // content-type is a property of its own.
+            if k != "content-type" {
+                put(&k, v);
+            }
+        }
+        for (k, v) in &env.headers {
+            put(k, v.clone());
+        }
+        // Last, so a message header cannot impersonate the metadata.
+        for (k, v) in env.metadata() {
+            put(k, v);
+        }
+        let mut p = BasicProperties::default()
+            .with_message_id(ShortString::from(env.event_id.to_string()))
+            .with_timestamp(env.created_at.timestamp().max(0) as u64)
+            .with_content_type(ShortString::from("application/json".to_owned()))
+            .with_delivery_mode(2)
+            .with_app_id(ShortString::from("outbox".to_owned()))
+            .with_headers(headers);
+        if env.event_type.len() <= SHORT_MAX {
+            p = p.with_type(ShortString::from(env.event_type.clone()));
+        }
+        p
+    }
+}
+
+impl Publisher for AmqpPublisher {
+    fn name(&self) -> &str {
+        "amqp"
+    }
+
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let mut link = self.link.lock().await;
+        if link
+            .as_ref()
+            .is_some_and(|l| !l.channel.status().connected())
+        {
+            *link = None;
+        }
+        if link.is_none() {
+            match self.connect().await {
+                Ok(l) => *link = Some(l),
+                Err(e) => return vec![Err(e); batch.len()],
+            }
+        }
+        let channel = &link.as_ref().expect("connected above").channel;
+        let (outcomes, lost) = self.publish_on(channel, batch).await;
+        if lost {
+            // Confirms of a broken channel never come; start afresh.
+            *link = None;
+        }
+        outcomes
+    }
+
+    async fn check(&self) -> Result<(), PublishError> {
+        let mut link = self.link.lock().await;
+        if link
+            .as_ref()
+            .is_some_and(|l| l.channel.status().connected())
+        {
+            return Ok(());
+        }
+        *link = Some(self.connect().await?);
+        Ok(())
+    }
+}
+
+fn retryable(what: &str, e: &lapin::Error) -> PublishError {
+    PublishError::retryable(format!("{what}: {e}"))
+}

@@ -1,0 +1,186 @@
+//! `http://`, `https://`: webhooks. One POST per message, several in flight
+//! within a batch; the body is the CloudEvents structured form
+//! (`application/cloudevents+json`), signed the Standard Webhooks way
+//! (`webhook-id` = event_id, `webhook-timestamp`, `webhook-signature`).
+//!
+//! 2xx is success. 408, 429 and 5xx, timeouts and connection errors are
+//! retryable (with the receiver's `Retry-After` passed on); any other
+//! status is permanent. Redirects are not followed: a POST silently turned
+//! into a GET elsewhere would be reported as delivered.
+
+mod config;
+
+pub use config::{env, HttpConfig, WebhookSecret};
+
+use crate::envelope::Envelope;
+use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
+use futures_util::stream::{self, StreamExt};
+use reqwest::header::{HeaderMap, RETRY_AFTER};
+use reqwest::StatusCode;
+use std::time::{Duration, SystemTime};
+
+/// The webhook publisher.
+#[derive(Debug)]
+pub struct HttpPublisher {
+    cfg: HttpConfig,
+    client: reqwest::Client,
+}
+
+impl HttpPublisher {
+    /// A publisher for `cfg`.
+    pub fn new(cfg: HttpConfig) -> Result<Self> {
+        if cfg.secret.is_none() {
+            tracing::warn!(
+                "webhooks are sent unsigned: set {} to sign them",
+                env::SECRET
+            );
+        }
+        let client = reqwest::Client::builder()
+            .timeout(cfg.timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("outbox/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| Error::Publisher(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self { cfg, client })
+    }
+
+    /// `url` with options from the environment (see [`HttpConfig::from_env`]).
+    pub fn from_env(url: &str) -> Result<Self> {
+        Self::new(HttpConfig::from_env(url)?)
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &HttpConfig {
+        &self.cfg
+    }
+
+    async fn post(&self, m: &Message) -> Outcome {
+        let env = Envelope::from(m);
+        let body = serde_json::to_vec(&env.to_cloudevent(&self.cfg.source))
+            .expect("JSON values serialize");
+        let id = env.event_id.to_string();
+        let timestamp = chrono::Utc::now().timestamp();
+        let mut req = self
+            .client
+            .post(&self.cfg.url)
+            .header("content-type", "application/cloudevents+json")
+            .header("webhook-id", &id)
+            .header("webhook-timestamp", timestamp.to_string());
+        if let Some(secret) = &self.cfg.secret {
+            req = req.header("webhook-signature", secret.sign(&id, timestamp, &body));
+        }
+        let resp = match req.body(body).send().await {
+            Ok(r) => r,
+            Err(e) => return Err(transport_error(e)),
+        };
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        let retry_after = retry_after(resp.headers(), SystemTime::now());
+        // A short excerpt helps whoever reads dead_reason; the receiver's
+        // full body may be large.
+        let text = resp.text().await.unwrap_or_default();
+        let excerpt: String = text.chars().take(200).collect();
+        let message = format!("webhook answered {status}: {}", excerpt.trim());
+        if is_retryable(status) {
+            Err(PublishError {
+                retry_after,
+                ..PublishError::retryable(message)
+            })
+        } else {
+            Err(PublishError::permanent(message))
+        }
+    }
+}
+
+impl Publisher for HttpPublisher {
+    fn name(&self) -> &str {
+        "http"
+    }
+
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        // Collected first: a lazy `map` here trips rustc's Send inference
+        // for the trait's `impl Future + Send` (rust-lang/rust#110338).
+        let posts: Vec<_> = batch.iter().map(|m| self.post(m)).collect();
+        stream::iter(posts)
+            .buffered(self.cfg.concurrency)
+            .collect()
+            .await
+    }
+
+    async fn check(&self) -> Result<(), PublishError> {
+        // Any answer means the endpoint is reachable; only transport errors count.
+        self.client
+            .head(&self.cfg.url)
+            .send()
+            .await
+            .map(drop)
+            .map_err(transport_error)
+    }
+}
+
+/// 408 Request Timeout, 429 Too Many Requests and every 5xx.
+pub fn is_retryable(status: StatusCode) -> bool {
+    status == StatusCode::REQUEST_TIMEOUT
+        || status == StatusCode::TOO_MANY_REQUESTS
+        || status.is_server_error()
+}
+
+/// `Retry-After` as delay-seconds or an HTTP date (a date in the past is
+/// no wait).
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    let v = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = httpdate::parse_http_date(v).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+fn transport_error(e: reqwest::Error) -> PublishError {
+    // The URL may carry credentials; the error's own text must not.
+    let what = if e.is_timeout() {
+        "webhook timed out"
+    } else if e.is_connect() {
+        "webhook unreachable"
+    } else {
+        "webhook request failed"
+    };
+    let builder = e.is_builder();
+    let detail = e.without_url().to_string();
+    if builder {
+        PublishError::permanent(format!("{what}: {detail}"))
+    } else {
+        PublishError::retryable(format!("{what}: {detail}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use reqwest::header::HeaderValue;
+
+    #[test]
+    fn retry_after_in_seconds_or_as_a_date() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static("120"));
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(120)));
+        let later = httpdate::fmt_http_date(now + Duration::from_secs(90));
+        h.insert(RETRY_AFTER, HeaderValue::from_str(&later).unwrap());
+        assert_eq!(retry_after(&h, now), Some(Duration::from_secs(90)));
+        h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
+        assert_eq!(retry_after(&h, now), None);
+    }
+
+    #[test]
+    fn status_classes() {
+        for s in [408, 429, 500, 502, 503, 504] {
+            assert!(is_retryable(StatusCode::from_u16(s).unwrap()), "{s}");
+        }
+        for s in [301, 400, 401, 403, 404, 409, 410, 422] {
+            assert!(!is_retryable(StatusCode::from_u16(s).unwrap()), "{s}");
+        }
+    }
+}

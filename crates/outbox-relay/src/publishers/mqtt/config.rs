@@ -1,0 +1,189 @@
+//! `mqtt://user:pass@host:port?client_id=…&topic_map=dots|none&prefix=…`.
+
+use crate::publishers::redact_url;
+use crate::{Error, Result};
+use std::time::Duration;
+use url::Url;
+
+/// How outbox topics become MQTT topic names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TopicMap {
+    /// `orders.created` → `orders/created`: MQTT levels are `/`-separated,
+    /// so subscribers can use `orders/+`.
+    Dots,
+    /// The topic as it is.
+    None,
+}
+
+/// How the MQTT publisher connects and publishes.
+#[derive(Clone, PartialEq, Eq)]
+pub struct MqttConfig {
+    /// Broker host.
+    pub host: String,
+    /// Broker port (1883 by default).
+    pub port: u16,
+    /// MQTT client id; a random `outbox-<hex>` by default, since two
+    /// clients with one id disconnect each other.
+    pub client_id: String,
+    /// User name and password, if the URL has them.
+    pub credentials: Option<(String, String)>,
+    /// Topic mapping.
+    pub topic_map: TopicMap,
+    /// Prepended to every topic, joined with `/` (empty: none).
+    pub prefix: String,
+    /// How long a batch may wait for its PUBACKs (and a connect for its CONNACK).
+    pub timeout: Duration,
+    /// MQTT keep-alive.
+    pub keep_alive: Duration,
+    /// QoS 1 messages in flight at once.
+    pub inflight: u16,
+}
+
+// The password stays out of Debug.
+impl std::fmt::Debug for MqttConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MqttConfig")
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("client_id", &self.client_id)
+            .field("user", &self.credentials.as_ref().map(|(u, _)| u))
+            .field("topic_map", &self.topic_map)
+            .field("prefix", &self.prefix)
+            .field("timeout", &self.timeout)
+            .field("keep_alive", &self.keep_alive)
+            .field("inflight", &self.inflight)
+            .finish()
+    }
+}
+
+impl MqttConfig {
+    /// Parses and validates a publisher URL.
+    pub fn from_url(raw: &str) -> Result<Self> {
+        let bad = |m: String| Error::Publisher(format!("mqtt URL {:?}: {m}", redact_url(raw)));
+        let url = Url::parse(raw).map_err(|e| bad(e.to_string()))?;
+        match url.scheme() {
+            "mqtt" => {}
+            "mqtts" => return Err(bad("mqtts (TLS) is not supported by this build".into())),
+            other => return Err(bad(format!("scheme must be mqtt, got {other}"))),
+        }
+        let host = url
+            .host_str()
+            .filter(|h| !h.is_empty())
+            .ok_or_else(|| bad("a host is required".into()))?
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        let credentials = match (url.username(), url.password()) {
+            ("", None) => None,
+            (u, p) => Some((decode(u), decode(p.unwrap_or("")))),
+        };
+        let mut cfg = Self {
+            host,
+            port: url.port().unwrap_or(1883),
+            client_id: format!("outbox-{:08x}", rand::random::<u32>()),
+            credentials,
+            topic_map: TopicMap::Dots,
+            prefix: String::new(),
+            timeout: Duration::from_secs(30),
+            keep_alive: Duration::from_secs(30),
+            inflight: 100,
+        };
+        let positive = |k: &str, v: &str| -> Result<u64> {
+            v.parse::<u64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| bad(format!("{k} must be a positive integer, got {v:?}")))
+        };
+        for (k, v) in url.query_pairs() {
+            match &*k {
+                "client_id" if !v.is_empty() && v.len() <= 65_535 => cfg.client_id = v.into_owned(),
+                "client_id" => return Err(bad("client_id must not be empty".into())),
+                "topic_map" => {
+                    cfg.topic_map = match &*v {
+                        "dots" => TopicMap::Dots,
+                        "none" => TopicMap::None,
+                        _ => return Err(bad(format!("topic_map must be dots or none, got {v:?}"))),
+                    }
+                }
+                "prefix" => cfg.prefix = v.trim_end_matches('/').to_owned(),
+                "timeout_ms" => cfg.timeout = Duration::from_millis(positive(&k, &v)?),
+                "keep_alive_secs" => {
+                    let secs = positive(&k, &v)?;
+                    if secs < 5 {
+                        return Err(bad("keep_alive_secs must be at least 5".into()));
+                    }
+                    cfg.keep_alive = Duration::from_secs(secs);
+                }
+                "inflight" => {
+                    cfg.inflight = u16::try_from(positive(&k, &v)?)
+                        .ok()
+                        .filter(|n| *n < u16::MAX)
+                        .ok_or_else(|| bad(format!("inflight must be below 65535, got {v}")))?;
+                }
+                other => return Err(bad(format!("unknown option {other:?}"))),
+            }
+        }
+        if cfg.prefix.contains(['+', '#']) {
+            return Err(bad("prefix must not contain the wildcards + or #".into()));
+        }
+        Ok(cfg)
+    }
+
+    /// The MQTT topic name for an outbox topic.
+    pub fn mqtt_topic(&self, topic: &str) -> String {
+        let mapped = match self.topic_map {
+            TopicMap::Dots => topic.replace('.', "/"),
+            TopicMap::None => topic.to_owned(),
+        };
+        if self.prefix.is_empty() {
+            mapped
+        } else {
+            format!("{}/{mapped}", self.prefix)
+        }
+    }
+}
+
+fn decode(s: &str) -> String {
+    // Userinfo is percent-encoded, where `+` is a plus, not a space.
+    url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_and_topic_mapping() {
+        let c =
+            MqttConfig::from_url("mqtt://127.0.0.1:1884?client_id=r1&prefix=app/&topic_map=dots")
+                .unwrap();
+        assert_eq!(
+            (c.host.as_str(), c.port, c.client_id.as_str()),
+            ("127.0.0.1", 1884, "r1")
+        );
+        assert_eq!(c.mqtt_topic("orders.created"), "app/orders/created");
+        let c = MqttConfig::from_url("mqtt://h?topic_map=none").unwrap();
+        assert_eq!(c.port, 1883);
+        assert_eq!(c.mqtt_topic("orders.created"), "orders.created");
+    }
+
+    #[test]
+    fn bad_values_are_named_and_passwords_hidden() {
+        for (url, word) in [
+            ("mqtt://u:hunter2@h?topic_map=slashes", "topic_map"),
+            ("mqtt://u:hunter2@h?bogus=1", "bogus"),
+            ("mqtt://u:hunter2@h?timeout_ms=0", "timeout_ms"),
+            ("mqtt://u:hunter2@h?prefix=a/%23", "wildcards"),
+        ] {
+            let e = MqttConfig::from_url(url).unwrap_err().to_string();
+            assert!(e.contains(word), "{e}");
+            assert!(!e.contains("hunter2"), "{e}");
+        }
+        let c = MqttConfig::from_url("mqtt://u:p%40ss@h").unwrap();
+        assert_eq!(c.credentials, Some(("u".into(), "p@ss".into())));
+        assert!(!format!("{c:?}").contains("p@ss"));
+    }
+}

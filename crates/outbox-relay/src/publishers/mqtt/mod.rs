@@ -1,0 +1,264 @@
+//! `mqtt://`: MQTT 3.1.1 through `rumqttc`, QoS 1.
+//!
+//! A message counts as published when the broker's PUBACK for it arrives.
+//! The client's event loop runs in a task of its own (it must be polled
+//! between batches too, for keep-alive pings) and reports which packet id
+//! each publish got and which packet ids were acknowledged; since one batch
+//! is in flight at a time and the event loop assigns packet ids in request
+//! order, the n-th id reported belongs to the n-th message sent.
+//!
+//! MQTT 3.1.1 has no headers, so the body is the envelope's native JSON.
+
+mod config;
+
+pub use config::{MqttConfig, TopicMap};
+
+use crate::envelope::Envelope;
+use crate::{Message, Outcome, PublishError, Publisher, Result};
+use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Outgoing, Packet, QoS};
+use std::collections::{HashMap, VecDeque};
+use tokio::sync::{mpsc, Mutex};
+use tokio::task::JoinHandle;
+
+/// MQTT's largest packet (remaining length), less room for the header.
+const MAX_PAYLOAD: usize = 268_435_455 - 65_540;
+
+/// The MQTT publisher: one session, opened on first use and reopened on
+/// the batch after a loss.
+pub struct MqttPublisher {
+    cfg: MqttConfig,
+    session: Mutex<Option<Session>>,
+}
+
+impl std::fmt::Debug for MqttPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MqttPublisher")
+            .field("cfg", &self.cfg)
+            .finish()
+    }
+}
+
+/// What the event-loop task reports.
+enum Ev {
+    Connected,
+    Sent(u16),
+    Acked(u16),
+}
+
+struct Session {
+    client: AsyncClient,
+    events: mpsc::UnboundedReceiver<Result<Ev, String>>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl MqttPublisher {
+    /// A publisher for `cfg`; connects lazily.
+    pub fn new(cfg: MqttConfig) -> Self {
+        Self {
+            cfg,
+            session: Mutex::new(None),
+        }
+    }
+
+    /// Parses a publisher URL (see [`MqttConfig::from_url`]).
+    pub fn from_url(url: &str) -> Result<Self> {
+        Ok(Self::new(MqttConfig::from_url(url)?))
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &MqttConfig {
+        &self.cfg
+    }
+
+    async fn connect(&self) -> Result<Session, PublishError> {
+        let c = &self.cfg;
+        let mut opts = MqttOptions::new(&c.client_id, &c.host, c.port);
+        opts.set_keep_alive(c.keep_alive)
+            .set_clean_session(true)
+            .set_inflight(c.inflight)
+            .set_max_packet_size(MAX_PAYLOAD + 65_540, MAX_PAYLOAD + 65_540);
+        if let Some((user, pass)) = &c.credentials {
+            opts.set_credentials(user, pass);
+        }
+        let (client, mut eventloop) = AsyncClient::new(opts, 64);
+        let mut net = eventloop.network_options();
+        net.set_connection_timeout(c.timeout.as_secs().max(1));
+        eventloop.set_network_options(net);
+        let (tx, mut events) = mpsc::unbounded_channel();
+        let task = tokio::spawn(drive(eventloop, tx));
+        let first = tokio::time::timeout(c.timeout, events.recv()).await;
+        let failure = match first {
+            Ok(Some(Ok(Ev::Connected))) => {
+                return Ok(Session {
+                    client,
+                    events,
+                    task,
+                })
+            }
+            Ok(Some(Err(e))) => format!("MQTT broker {}:{} unreachable: {e}", c.host, c.port),
+            Ok(_) => "MQTT connection closed".to_owned(),
+            Err(_) => format!(
+                "no MQTT CONNACK from {}:{} within {:?}",
+                c.host, c.port, c.timeout
+            ),
+        };
+        task.abort();
+        Err(PublishError::retryable(failure))
+    }
+
+    async fn publish_on(&self, session: &mut Session, batch: &[Message]) -> (Vec<Outcome>, bool) {
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; batch.len()];
+        let mut order = VecDeque::new();
+        let mut requests = Vec::new();
+        for (i, m) in batch.iter().enumerate() {
+            let topic = self.cfg.mqtt_topic(&m.topic);
+            let body = Envelope::from(m).to_json().into_bytes();
+            if !valid_topic(&topic) {
+                outcomes[i] = Some(Err(PublishError::permanent(format!(
+                    "topic {topic:?} is not a valid MQTT topic name (empty, too long, or has + # or NUL)"
+                ))));
+            } else if body.len() > MAX_PAYLOAD {
+                outcomes[i] = Some(Err(PublishError::permanent(format!(
+                    "message is {} bytes; MQTT packets are at most {MAX_PAYLOAD}",
+                    body.len()
+                ))));
+            } else {
+                order.push_back(i);
+                requests.push((topic, body));
+            }
+        }
+        let mut waiting = order.len();
+        let client = session.client.clone();
+        let send = async move {
+            for (topic, body) in requests {
+                client.publish(topic, QoS::AtLeastOnce, false, body).await?;
+            }
+            Ok::<_, rumqttc::ClientError>(())
+        };
+        tokio::pin!(send);
+        let deadline = tokio::time::sleep(self.cfg.timeout);
+        tokio::pin!(deadline);
+        let mut sent_all = false;
+        let mut inflight: HashMap<u16, usize> = HashMap::new();
+        let failure = loop {
+            if waiting == 0 {
+                break None;
+            }
+            tokio::select! {
+                r = &mut send, if !sent_all => {
+                    sent_all = true;
+                    if let Err(e) = r {
+                        break Some(PublishError::retryable(format!("MQTT client: {e}")));
+                    }
+                }
+                ev = session.events.recv() => match ev {
+                    Some(Ok(Ev::Sent(pkid))) => {
+                        if let Some(i) = order.pop_front() {
+                            inflight.insert(pkid, i);
+                        }
+                    }
+                    Some(Ok(Ev::Acked(pkid))) => {
+                        if let Some(i) = inflight.remove(&pkid) {
+                            outcomes[i] = Some(Ok(()));
+                            waiting -= 1;
+                        }
+                    }
+                    Some(Ok(Ev::Connected)) => {}
+                    Some(Err(e)) => break Some(PublishError::retryable(format!("MQTT connection lost: {e}"))),
+                    None => break Some(PublishError::retryable("MQTT connection closed")),
+                },
+                () = &mut deadline => {
+                    break Some(PublishError::retryable(format!(
+                        "no PUBACK within {:?}", self.cfg.timeout
+                    )));
+                }
+            }
+        };
+        let lost = failure.is_some();
+        let outcomes = outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(failure
+                        .clone()
+                        .unwrap_or_else(|| PublishError::retryable("no PUBACK")))
+                })
+            })
+            .collect();
+        (outcomes, lost)
+    }
+}
+
+/// Polls the event loop until the connection fails or nobody listens.
+async fn drive(mut eventloop: EventLoop, tx: mpsc::UnboundedSender<Result<Ev, String>>) {
+    loop {
+        let ev = match eventloop.poll().await {
+            Ok(Event::Incoming(Packet::ConnAck(_))) => Ok(Ev::Connected),
+            Ok(Event::Outgoing(Outgoing::Publish(pkid))) => Ok(Ev::Sent(pkid)),
+            Ok(Event::Incoming(Packet::PubAck(ack))) => Ok(Ev::Acked(ack.pkid)),
+            Ok(_) => continue,
+            Err(e) => Err(e.to_string()),
+        };
+        let failed = ev.is_err();
+        // Stop on error: polling again would reconnect and replay unacked
+        // publishes into a session nobody maps to messages any more.
+        if tx.send(ev).is_err() || failed {
+            return;
+        }
+    }
+}
+
+fn valid_topic(t: &str) -> bool {
+    !t.is_empty() && t.len() <= 65_535 && !t.contains(['+', '#', '\0'])
+}
+
+impl Publisher for MqttPublisher {
+    fn name(&self) -> &str {
+        "mqtt"
+    }
+
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let mut guard = self.session.lock().await;
+        // A loss while idle (broker restart) shows up as an error queued
+        // since the last batch.
+        if let Some(s) = guard.as_mut() {
+            loop {
+                match s.events.try_recv() {
+                    Ok(Ok(_)) => continue,
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Ok(Err(_)) | Err(mpsc::error::TryRecvError::Disconnected) => {
+                        *guard = None;
+                        break;
+                    }
+                }
+            }
+        }
+        if guard.is_none() {
+            match self.connect().await {
+                Ok(s) => *guard = Some(s),
+                Err(e) => return vec![Err(e); batch.len()],
+            }
+        }
+        let session = guard.as_mut().expect("connected above");
+        let (outcomes, lost) = self.publish_on(session, batch).await;
+        if lost {
+            *guard = None;
+        }
+        outcomes
+    }
+
+    async fn check(&self) -> Result<(), PublishError> {
+        let mut guard = self.session.lock().await;
+        if guard.as_ref().is_some_and(|s| !s.task.is_finished()) {
+            return Ok(());
+        }
+        *guard = Some(self.connect().await?);
+        Ok(())
+    }
+}

@@ -1,0 +1,226 @@
+//! The RabbitMQ publisher against the real broker (127.0.0.1:5672,
+//! guest/guest), read back by pika in a second process. Each test has its
+//! own exchange.
+
+#![cfg(feature = "publisher-amqp")]
+
+mod support;
+
+use outbox::{Delivery, Inbox};
+use outbox_relay::publishers::amqp::{AmqpConfig, AmqpPublisher};
+use outbox_relay::{ErrorClass, Publisher};
+use outbox_testkit::{readback, TestSchema};
+use support::{assert_all_ok, by_event_id, messages, suffix};
+
+const BROKER: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+fn publisher(exchange: &str, declare: bool) -> AmqpPublisher {
+    AmqpPublisher::from_url(&format!("{BROKER}?exchange={exchange}&declare={declare}")).unwrap()
+}
+
+/// Deletes an exchange a test declared without a reader (readers delete theirs).
+async fn delete_exchange(exchange: &str) {
+    use lapin::{options::ExchangeDeleteOptions, Connection, ConnectionProperties};
+    let conn = Connection::connect(BROKER, ConnectionProperties::default())
+        .await
+        .unwrap();
+    let ch = conn.create_channel().await.unwrap();
+    ch.exchange_delete(exchange, ExchangeDeleteOptions::default())
+        .await
+        .unwrap();
+    let _ = conn.close(200, "").await;
+}
+
+#[tokio::test]
+async fn delivers_every_field_intact() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let topic = format!("orders.created.{}", suffix());
+    let reader = readback::amqp(&exchange, "#", 3).await;
+    let p = publisher(&exchange, true);
+    let batch = messages(3, &topic);
+    assert_all_ok(&p.publish(&batch).await);
+
+    let got = reader.finish().await;
+    assert_eq!(got.len(), 3);
+    for d in &got {
+        let props = &d["properties"];
+        let m = by_event_id(&batch, props["message_id"].as_str().unwrap());
+        assert_eq!(d["exchange"], exchange.as_str());
+        assert_eq!(d["routing_key"], topic.as_str());
+        assert_eq!(d["body"], m.payload);
+        assert_eq!(props["type"], "order.created");
+        assert_eq!(props["timestamp"], m.created_at.timestamp());
+        assert_eq!(props["content_type"], "application/json");
+        assert_eq!(props["delivery_mode"], 2);
+        let h = &props["headers"];
+        // Envelope metadata, every field.
+        assert_eq!(h["event_id"], m.event_id.to_string());
+        assert_eq!(h["message_id"], m.id.to_string());
+        assert_eq!(h["event_type"], "order.created");
+        assert_eq!(h["event_version"], "3");
+        assert_eq!(h["aggregate_type"], "order");
+        assert_eq!(h["aggregate_id"], m.aggregate_id.as_str());
+        assert_eq!(h["topic"], topic.as_str());
+        assert_eq!(h["created_at"], m.created_at.to_rfc3339());
+        // The message's own headers, as they are.
+        assert_eq!(h["traceparent"], m.headers["traceparent"].as_str());
+        assert_eq!(h["X-Tenant"], "acme");
+        // CloudEvents binary mode.
+        assert_eq!(h["ce-specversion"], "1.0");
+        assert_eq!(h["ce-id"], m.event_id.to_string());
+        assert_eq!(h["ce-type"], "order.created");
+        assert_eq!(h["ce-source"], "/outbox");
+        assert_eq!(h["ce-subject"], m.aggregate_id.as_str());
+        assert_eq!(h["ce-traceparent"], m.headers["traceparent"].as_str());
+    }
+}
+
+#[tokio::test]
+async fn event_id_is_a_dedupe_key_across_redelivery() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let topic = format!("orders.{}", suffix());
+    let reader = readback::amqp(&exchange, "#", 2).await;
+    let p = publisher(&exchange, true);
+    let batch = messages(1, &topic);
+    // A crash between publish and mark publishes the same row twice.
+    assert_all_ok(&p.publish(&batch).await);
+    assert_all_ok(&p.publish(&batch).await);
+    let got = reader.finish().await;
+
+    let schema = TestSchema::new("amqp_dedupe").await;
+    let inbox = Inbox::with_schema(&schema.schema);
+    let client = schema.pool.get().await.unwrap();
+    let mut seen = Vec::new();
+    for d in &got {
+        let id = d["properties"]["message_id"].as_str().unwrap();
+        seen.push(inbox.record(&**client, id, &topic).await.unwrap());
+    }
+    assert_eq!(seen, [Delivery::First, Delivery::Duplicate]);
+}
+
+#[tokio::test]
+async fn unroutable_messages_are_permanent_and_the_rest_of_the_batch_goes_through() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let routed = format!("routed.{}", suffix());
+    let unroutable = format!("nowhere.{}", suffix());
+    let reader = readback::amqp(&exchange, "routed.*", 2).await;
+    let p = publisher(&exchange, false);
+    let mut batch = messages(3, &routed);
+    batch[1].topic = unroutable.clone();
+
+    let outcomes = p.publish(&batch).await;
+    assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
+    let e = outcomes[1].clone().unwrap_err();
+    assert_eq!(e.class, ErrorClass::Permanent);
+    assert!(e.message.contains("unroutable"), "{e}");
+    assert!(
+        e.message.contains(&exchange) && e.message.contains(&unroutable),
+        "{e}"
+    );
+
+    let got = reader.finish().await;
+    let mut ids: Vec<_> = got
+        .iter()
+        .map(|d| d["properties"]["message_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    let mut want = vec![batch[0].event_id.to_string(), batch[2].event_id.to_string()];
+    want.sort();
+    assert_eq!(ids, want);
+}
+
+#[tokio::test]
+async fn broker_unreachable_is_retryable() {
+    // Port 1: nothing listens there.
+    let p = AmqpPublisher::from_url("amqp://guest:guest@127.0.0.1:1/%2f").unwrap();
+    let outcomes = p.publish(&messages(2, "t")).await;
+    assert_eq!(outcomes.len(), 2);
+    for o in outcomes {
+        let e = o.unwrap_err();
+        assert!(e.is_retryable(), "{e}");
+        assert!(!e.message.contains("guest:guest"), "{e}");
+    }
+    assert!(p.check().await.unwrap_err().is_retryable());
+}
+
+#[tokio::test]
+async fn a_missing_exchange_is_retryable_and_publishing_resumes_once_it_exists() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let topic = format!("t.{}", suffix());
+    let p = publisher(&exchange, false);
+    let batch = messages(2, &topic);
+    for o in p.publish(&batch).await {
+        let e = o.unwrap_err();
+        assert!(e.is_retryable(), "{e}");
+        assert!(
+            e.message.contains(&exchange) && e.message.contains("declare=true"),
+            "{e}"
+        );
+    }
+    // The reader declares the exchange: the same publisher reconnects.
+    let reader = readback::amqp(&exchange, "#", 2).await;
+    assert_all_ok(&p.publish(&batch).await);
+    assert_eq!(reader.finish().await.len(), 2);
+}
+
+#[tokio::test]
+async fn declare_creates_a_durable_topic_exchange() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let p = publisher(&exchange, true);
+    p.check().await.unwrap();
+    // A passive declare succeeds only if the exchange now exists.
+    let passive = AmqpPublisher::new(AmqpConfig {
+        declare: false,
+        ..p.config().clone()
+    });
+    passive.check().await.unwrap();
+    delete_exchange(&exchange).await;
+}
+
+/// Closes, on the broker's side, the connection named `name`.
+async fn broker_closes_connection(name: &str) {
+    // The plain listing: `close_connection` wants the pid as printed there.
+    let out = tokio::process::Command::new("rabbitmqctl")
+        .args(["list_connections", "pid", "client_properties", "-q"])
+        .output()
+        .await
+        .expect("run rabbitmqctl");
+    let listing = String::from_utf8_lossy(&out.stdout);
+    let needle = format!("{{\"connection_name\",\"{name}\"}}");
+    let pid = listing
+        .lines()
+        .find(|l| l.contains(&needle))
+        .and_then(|l| l.split('\t').next())
+        .unwrap_or_else(|| panic!("no connection named {name} in:\n{listing}"))
+        .to_owned();
+    let status = tokio::process::Command::new("rabbitmqctl")
+        .args(["close_connection", &pid, "test closes the connection"])
+        .status()
+        .await
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test]
+async fn reconnects_on_a_later_batch_after_the_broker_closes_the_connection() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let name = format!("outbox-test-{}", suffix());
+    let topic = format!("t.{}", suffix());
+    let reader = readback::amqp(&exchange, "#", 2).await;
+    let p = AmqpPublisher::from_url(&format!(
+        "{BROKER}?exchange={exchange}&connection_name={name}"
+    ))
+    .unwrap();
+    assert_all_ok(&p.publish(&messages(1, &topic)).await);
+
+    broker_closes_connection(&name).await;
+    // The loss may be seen before the next batch (reconnect at once) or by
+    // it (that batch fails retryable); the batch after that goes through.
+    let batch = messages(1, &topic);
+    let first = p.publish(&batch).await.remove(0);
+    if let Err(e) = &first {
+        assert!(e.is_retryable(), "{e}");
+        assert_all_ok(&p.publish(&batch).await);
+    }
+    assert_eq!(reader.finish().await.len(), 2);
+}

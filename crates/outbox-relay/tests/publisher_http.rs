@@ -1,0 +1,194 @@
+//! The webhook publisher against a real local HTTP server (see
+//! `outbox_testkit::webhook`), signatures checked by an independent
+//! implementation (Python's `standardwebhooks` and `hmac`).
+
+#![cfg(feature = "publisher-http")]
+
+mod support;
+
+use base64::Engine as _;
+use outbox::{Delivery, Inbox, NewMessage, Outbox};
+use outbox_relay::publishers::http::{env, HttpConfig, HttpPublisher, WebhookSecret};
+use outbox_relay::{Envelope, ErrorClass, Publisher, Relay, RelayConfig, Store};
+use outbox_testkit::webhook::{Receiver, Rule};
+use outbox_testkit::{readback, TestSchema};
+use std::time::Duration;
+use support::{assert_all_ok, by_event_id, messages};
+
+fn random_whsec() -> String {
+    let key: [u8; 24] = rand::random();
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(key)
+    )
+}
+
+fn publisher(url: &str, vars: &[(&str, &str)]) -> HttpPublisher {
+    let cfg = HttpConfig::from_url_and_env(url, |k| {
+        vars.iter()
+            .find(|(n, _)| *n == k)
+            .map(|(_, v)| v.to_string())
+    })
+    .unwrap();
+    HttpPublisher::new(cfg).unwrap()
+}
+
+#[tokio::test]
+async fn delivers_a_signed_cloudevent_that_an_independent_library_verifies() {
+    let rx = Receiver::start().await;
+    let secret = random_whsec();
+    let p = publisher(&rx.url, &[(env::SECRET, &secret)]);
+    let batch = messages(5, "orders.created");
+    assert_all_ok(&p.publish(&batch).await);
+
+    let got = rx.wait_for(5).await;
+    assert_eq!(got.len(), 5);
+    let ours = WebhookSecret::parse(&secret).unwrap();
+    for r in &got {
+        let m = by_event_id(&batch, &r.id);
+        assert_eq!(r.content_type, "application/cloudevents+json");
+        // The endpoint's own query reaches it untouched.
+        assert_eq!(r.path_and_query, "/hooks/outbox?tenant=acme");
+        // Every field: the structured CloudEvent carries the whole envelope.
+        assert_eq!(r.json(), Envelope::from(m).to_cloudevent("/outbox"));
+        let ts: i64 = r.timestamp.parse().unwrap();
+        let sig = r.signature.as_deref().unwrap();
+        assert!(ours.verify(&r.id, ts, r.body.as_bytes(), sig));
+    }
+    assert_eq!(readback::verify_webhooks(&secret, &rx.as_json()).await, 5);
+}
+
+#[tokio::test]
+async fn a_plain_secret_signs_with_its_bytes() {
+    let rx = Receiver::start().await;
+    let secret = "correct horse battery staple";
+    let p = publisher(&rx.url, &[(env::SECRET, secret)]);
+    assert_all_ok(&p.publish(&messages(3, "t")).await);
+    rx.wait_for(3).await;
+    assert_eq!(readback::verify_webhooks(secret, &rx.as_json()).await, 3);
+}
+
+#[tokio::test]
+async fn webhook_id_is_a_dedupe_key_across_redelivery() {
+    let rx = Receiver::start().await;
+    let p = publisher(&rx.url, &[]);
+    let batch = messages(1, "orders");
+    // A crash between publish and mark posts the same row twice.
+    assert_all_ok(&p.publish(&batch).await);
+    assert_all_ok(&p.publish(&batch).await);
+    let got = rx.wait_for(2).await;
+
+    let schema = TestSchema::new("http_dedupe").await;
+    let inbox = Inbox::with_schema(&schema.schema);
+    let client = schema.pool.get().await.unwrap();
+    let mut seen = Vec::new();
+    for r in &got {
+        assert_eq!(r.json()["id"], r.id.as_str());
+        seen.push(inbox.record(&**client, &r.id, "orders").await.unwrap());
+    }
+    assert_eq!(seen, [Delivery::First, Delivery::Duplicate]);
+}
+
+#[tokio::test]
+async fn each_message_gets_its_own_outcome() {
+    let rx = Receiver::start().await;
+    let p = publisher(&rx.url, &[(env::CONCURRENCY, "2")]);
+    let batch = messages(6, "t");
+    rx.respond(batch[1].event_id.to_string(), Rule::status(422));
+    rx.respond(batch[2].event_id.to_string(), Rule::status(500));
+    rx.respond(batch[3].event_id.to_string(), Rule::status(400));
+    rx.respond(batch[4].event_id.to_string(), Rule::status(408));
+    let outcomes = p.publish(&batch).await;
+    let classes: Vec<Option<ErrorClass>> = outcomes
+        .iter()
+        .map(|o| o.as_ref().err().map(|e| e.class))
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            None,
+            Some(ErrorClass::Permanent),
+            Some(ErrorClass::Retryable),
+            Some(ErrorClass::Permanent),
+            Some(ErrorClass::Retryable),
+            None
+        ]
+    );
+    let e = outcomes[1].clone().unwrap_err();
+    assert!(e.message.contains("422"), "{e}");
+}
+
+#[tokio::test]
+async fn retry_after_is_passed_on_in_seconds_or_as_a_date() {
+    let rx = Receiver::start().await;
+    let p = publisher(&rx.url, &[]);
+    let batch = messages(2, "t");
+    rx.respond(batch[0].event_id.to_string(), Rule::retry_after(429, "7"));
+    let later = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120));
+    rx.respond(batch[1].event_id.to_string(), Rule::retry_after(503, later));
+    let outcomes = p.publish(&batch).await;
+    let e0 = outcomes[0].clone().unwrap_err();
+    assert!(e0.is_retryable());
+    assert_eq!(e0.retry_after, Some(Duration::from_secs(7)));
+    let e1 = outcomes[1].clone().unwrap_err();
+    assert!(e1.is_retryable());
+    let d = e1.retry_after.expect("a date is honoured too");
+    assert!(d > Duration::ZERO && d <= Duration::from_secs(120), "{d:?}");
+}
+
+#[tokio::test]
+async fn the_relay_schedules_the_next_attempt_after_retry_after() {
+    let schema = TestSchema::new("http_retry_after").await;
+    let client = schema.pool.get().await.unwrap();
+    let msg = NewMessage::new("order.created", "order", "1", &serde_json::json!({"n": 1})).unwrap();
+    Outbox::with_schema(schema.schema.clone())
+        .enqueue(&**client, &msg)
+        .await
+        .unwrap();
+    let rx = Receiver::start().await;
+    rx.respond_all(Rule::retry_after(429, "3600"));
+    let relay = Relay::new(
+        Store::new(schema.pool.clone(), schema.schema.clone()),
+        publisher(&rx.url, &[]),
+        RelayConfig::default(),
+    )
+    .unwrap();
+    let stats = relay.run_once().await.unwrap();
+    assert_eq!((stats.claimed, stats.failed, stats.dead), (1, 1, 0));
+    // The default backoff's first step is far shorter than an hour.
+    let waiting = schema
+        .count(
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'failed' \
+             AND next_run_at > now() + interval '3500 seconds'",
+        )
+        .await;
+    assert_eq!(waiting, 1);
+}
+
+#[tokio::test]
+async fn timeouts_and_unreachable_endpoints_are_retryable() {
+    let rx = Receiver::start().await;
+    rx.respond_all(Rule::hang());
+    let p = publisher(&rx.url, &[(env::TIMEOUT, "300ms")]);
+    let e = p.publish(&messages(1, "t")).await.remove(0).unwrap_err();
+    assert!(e.is_retryable() && e.message.contains("timed out"), "{e}");
+
+    let p = publisher("http://user:hunter2@127.0.0.1:1/hook", &[]);
+    let e = p.publish(&messages(1, "t")).await.remove(0).unwrap_err();
+    assert!(e.is_retryable() && e.message.contains("unreachable"), "{e}");
+    assert!(!e.message.contains("hunter2"), "{e}");
+    assert!(p.check().await.unwrap_err().is_retryable());
+}
+
+#[tokio::test]
+async fn the_secret_never_shows() {
+    let rx = Receiver::start().await;
+    rx.respond_all(Rule::status(401));
+    let secret = "s3cr3t-do-not-print";
+    let p = publisher(&rx.url, &[(env::SECRET, secret)]);
+    let e = p.publish(&messages(1, "t")).await.remove(0).unwrap_err();
+    assert_eq!(e.class, ErrorClass::Permanent);
+    for text in [e.to_string(), format!("{e:?}"), format!("{p:?}")] {
+        assert!(!text.contains(secret), "{text}");
+    }
+}

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Drains N committed rows (default 20000) through each publisher with the
+# release binary and prints messages/s, the median of RUNS runs (default 3).
+# Not part of the tests: nothing here is asserted.
+#
+#   scripts/bench-publishers.sh [postgres amqp mqtt http]
+#
+# Each run: a fresh schema, N rows inserted in one statement, then
+# `outbox relay --batch-size 500` runs until every row is sent (polled in the
+# database), and is stopped with SIGINT. RabbitMQ gets a queue bound to the
+# exchange (unroutable messages would be dead-lettered); MQTT needs no
+# subscriber; webhooks go to a small Python server answering 204.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/services.sh
+ensure_services postgres rabbitmq mosquitto
+
+N=${N:-20000}
+RUNS=${RUNS:-3}
+BATCH=${BATCH:-500}
+BIN=target/release/outbox
+PY=target/pyenv/bin/python
+export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
+[[ -x $BIN ]] || cargo build --release -p outbox-cli
+[[ -x $PY ]] || { echo "run scripts/test.sh once first (it makes $PY)" >&2; exit 1; }
+
+sql() { psql "$DATABASE_URL" -qAtX -v ON_ERROR_STOP=1 -c "$1"; }
+
+amqp() { # setup|teardown name
+  "$PY" - "$@" <<'PY'
+import sys, pika
+op, name = sys.argv[1:]
+c = pika.BlockingConnection(pika.URLParameters("amqp://guest:guest@127.0.0.1:5672/%2f"))
+ch = c.channel()
+if op == "setup":
+    ch.exchange_declare(name, exchange_type="topic", durable=True)
+    ch.queue_declare(name, durable=True)
+    ch.queue_bind(name, name, routing_key="#")
+else:
+    ch.queue_delete(name)
+    ch.exchange_delete(name)
+c.close()
+PY
+}
+
+run_once() { # publisher -> prints msgs/s
+  local pub=$1 tag schema url sink_pid="" relay_pid rate
+  tag=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
+  schema="bench_${pub}_$tag"
+  case $pub in
+    postgres) url=postgres ;;
+    amqp) amqp setup "bench_$tag"; url="amqp://guest:guest@127.0.0.1:5672/%2f?exchange=bench_$tag" ;;
+    mqtt) url="mqtt://127.0.0.1:1883?prefix=bench/$tag" ;;
+    http)
+      "$PY" scripts/webhook_sink.py 18765 & sink_pid=$!
+      wait_port webhook-sink 18765 10
+      url="http://127.0.0.1:18765/hook" ;;
+  esac
+  $BIN --schema "$schema" migrate >/dev/null
+  sql "INSERT INTO $schema.messages (event_type, aggregate_type, aggregate_id, topic, payload)
+       SELECT 'order.created', 'order', g::text, 'orders.created', jsonb_build_object('order_id', g, 'total', 1999)
+       FROM generate_series(1, $N) g"
+  local start end
+  start=$(date +%s.%N)
+  OUTBOX_WEBHOOK_SECRET=whsec_YmVuY2gtc2VjcmV0LWJ5dGVz $BIN --schema "$schema" relay \
+    --publisher "$url" --batch-size "$BATCH" --relay-id "bench-$tag" 2>/dev/null &
+  relay_pid=$!
+  until [[ $(sql "SELECT count(*) FROM $schema.all_messages WHERE status = 'sent'") -ge $N ]]; do
+    if ! kill -0 "$relay_pid" 2>/dev/null; then echo "relay exited early" >&2; return 1; fi
+    sleep 0.05
+  done
+  end=$(date +%s.%N)
+  kill -INT "$relay_pid"; wait "$relay_pid" || true
+  [[ -n $sink_pid ]] && { kill "$sink_pid"; wait "$sink_pid" 2>/dev/null || true; }
+  [[ $pub == amqp ]] && amqp teardown "bench_$tag"
+  sql "DROP SCHEMA $schema CASCADE" 2>/dev/null
+  rate=$(echo "$N / ($end - $start)" | bc -l)
+  printf '%.0f\n' "$rate"
+}
+
+for pub in "${@:-postgres amqp mqtt http}"; do
+  for pub1 in $pub; do
+    rates=()
+    for ((i = 0; i < RUNS; i++)); do rates+=("$(run_once "$pub1")"); done
+    median=$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(((RUNS + 1) / 2))p")
+    echo "$pub1: ${median} msg/s (median of $RUNS; runs: ${rates[*]}; N=$N, batch=$BATCH)"
+  done
+done
