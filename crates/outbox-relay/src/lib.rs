@@ -14,6 +14,7 @@
 //! - [`archive`]: the [`Archiver`], moving old sent/dead rows out of the live tables.
 
 pub mod archive;
+#[cfg(feature = "publisher-postgres")]
 pub mod bench;
 mod clock;
 pub mod dead;
