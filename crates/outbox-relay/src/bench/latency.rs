@@ -6,7 +6,7 @@ use crate::publishers::postgres::PostgresPublisher;
 use crate::{Error, Relay, RelayConfig, Result, Store};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
-use outbox::sql::{bench, BenchQueries, Queries};
+use outbox::sql::{BenchQueries, Queries};
 use outbox::{NewMessage, Outbox, Schema};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -152,25 +152,18 @@ async fn latency_in(
     })
 }
 
-/// Runs an idle relay for `seconds` against a database of its own (so no
-/// other client's work is counted) and returns the transactions per second
-/// it issued, from `pg_stat_database`.
+/// Runs an idle relay for `seconds` in a fresh schema and returns the
+/// statements per second it sent to the database (counted by its store; the
+/// LISTEN connection sends none while idle).
 pub async fn idle_queries_per_second(
-    admin: &Pool,
+    pool: &Pool,
     url: &str,
     seconds: u32,
     notify: bool,
 ) -> Result<f64> {
-    let db = Schema::new(&format!("outbox_bench_idle_{:08x}", rand::random::<u32>()))?;
-    let admin_client = admin.get().await?;
-    admin_client
-        .batch_execute(&bench::create_database(&db))
-        .await?;
-    let db_url = with_database(url, db.name());
+    let schema = Schema::new(&format!("outbox_bench_{:08x}", rand::random::<u32>()))?;
+    outbox::migrate(&**pool.get().await?, &schema).await?;
     let result = async {
-        let pool = crate::pool(&db_url, 4)?;
-        let schema = Schema::default();
-        outbox::migrate(&**pool.get().await?, &schema).await?;
         let relay = Relay::new(
             Store::new(pool.clone(), schema.clone()),
             PostgresPublisher::new(pool.clone(), Arc::new(Queries::new(&schema)), "bench"),
@@ -181,78 +174,25 @@ pub async fn idle_queries_per_second(
             },
         )?
         .with_listener(
-            db_url
-                .parse()
+            url.parse()
                 .map_err(|e| Error::Config(format!("bad database URL: {e}")))?,
         );
         let stop = CancellationToken::new();
         let measure = async {
-            tokio::time::sleep(Duration::from_secs(3)).await; // past start-up
-            let before = xact_count(&admin_client, db.name()).await?;
+            tokio::time::sleep(Duration::from_secs(2)).await; // past start-up
+            let before = relay.store().statements_issued();
             tokio::time::sleep(Duration::from_secs(u64::from(seconds))).await;
-            tokio::time::sleep(Duration::from_millis(1100)).await; // let stats flush
-            let after = xact_count(&admin_client, db.name()).await?;
+            let after = relay.store().statements_issued();
             stop.cancel();
-            Ok::<f64, Error>((after - before) as f64 / f64::from(seconds))
+            (after - before) as f64 / f64::from(seconds)
         };
         let (ran, qps) = tokio::join!(relay.run(stop.clone()), measure);
-        ran?;
-        drop(pool);
-        qps
+        ran.map(|()| qps)
     }
     .await;
-    admin_client
-        .batch_execute(&bench::drop_database(&db))
+    pool.get()
+        .await?
+        .batch_execute(&BenchQueries::new(&schema).drop_schema)
         .await?;
     result
-}
-
-/// Transactions committed or rolled back in database `db` so far.
-async fn xact_count(c: &tokio_postgres::Client, db: &str) -> Result<i64> {
-    // A backend caches the stats snapshot for its transaction; start afresh.
-    c.batch_execute(bench::CLEAR_STATS_SNAPSHOT).await?;
-    let r = c.query_one(bench::XACT_COUNT, &[&db]).await?;
-    Ok(r.get(0))
-}
-
-/// `url` pointing at database `db` (URL form or libpq key=value form).
-fn with_database(url: &str, db: &str) -> String {
-    if url.contains("://") {
-        let (base, query) = url
-            .split_once('?')
-            .map_or((url, None), |(b, q)| (b, Some(q)));
-        let after_scheme = base.find("://").map_or(0, |i| i + 3);
-        let base = match base[after_scheme..].find('/') {
-            Some(i) => &base[..after_scheme + i],
-            None => base,
-        };
-        match query {
-            Some(q) => format!("{base}/{db}?{q}"),
-            None => format!("{base}/{db}"),
-        }
-    } else {
-        format!("{url} dbname={db}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::with_database;
-
-    #[test]
-    fn swaps_the_database() {
-        assert_eq!(
-            with_database("postgres://u@h:5432/postgres", "x"),
-            "postgres://u@h:5432/x"
-        );
-        assert_eq!(with_database("postgres://u@h", "x"), "postgres://u@h/x");
-        assert_eq!(
-            with_database("postgres://u@h/a?sslmode=disable", "x"),
-            "postgres://u@h/x?sslmode=disable"
-        );
-        assert_eq!(
-            with_database("host=h user=u", "x"),
-            "host=h user=u dbname=x"
-        );
-    }
 }

@@ -33,7 +33,7 @@ impl Store {
     /// `now() - older_than` on the database's clock, so the cutoff does not
     /// depend on this machine's clock.
     pub async fn archive_cutoff(&self, older_than: Duration) -> Result<DateTime<Utc>> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let row = client
             .query_one(&self.q.archive.cutoff, &[&older_than.as_secs_f64()])
             .await?;
@@ -42,7 +42,7 @@ impl Store {
 
     /// How many `(sent, dead)` rows are older than `cutoff`.
     pub async fn count_archivable(&self, cutoff: DateTime<Utc>) -> Result<(u64, u64)> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let sent: i64 = client
             .query_one(&self.q.archive.count_sent, &[&cutoff])
             .await?
@@ -64,7 +64,7 @@ impl Store {
             ArchiveBatch::MoveDead => &q.move_dead,
             ArchiveBatch::DeleteDead => &q.delete_dead,
         };
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let stmt = client.prepare_cached(sql).await?;
         Ok(client.execute(&stmt, &[&p.cutoff, &p.limit]).await?)
     }

@@ -71,7 +71,7 @@ pub struct ReplayParams<'a> {
 impl Store {
     /// Dead messages in id order.
     pub async fn list_dead_messages(&self, p: DeadListParams<'_>) -> Result<Vec<DeadMessage>> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let rows = client
             .query(&self.q.dead.list, &[&p.topic, &p.limit])
             .await?;
@@ -80,7 +80,7 @@ impl Store {
 
     /// The message `id`, whatever its status, if it is in a live table.
     pub async fn get_dead_message(&self, id: i64) -> Result<Option<DeadMessage>> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let row = client.query_opt(&self.q.dead.get, &[&id]).await?;
         Ok(row.as_ref().map(dead_from_row))
     }
@@ -113,7 +113,7 @@ impl Store {
 
     /// Deletes dead rows that died more than `older_than` ago; returns how many.
     pub async fn purge_dead_messages(&self, older_than: Duration) -> Result<u64> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         Ok(client
             .execute(&self.q.dead.purge, &[&older_than.as_secs_f64()])
             .await?)

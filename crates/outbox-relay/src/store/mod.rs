@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use outbox::{sql::Queries, Schema};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::Row;
@@ -23,6 +24,9 @@ pub struct Store {
     pool: Pool,
     schema: Schema,
     q: Arc<Queries>,
+    /// Connections taken to run a statement: what the relay costs the
+    /// database (an idle relay should stay near one a second).
+    statements: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for Store {
@@ -97,7 +101,19 @@ impl Store {
             q: Arc::new(Queries::new(&schema)),
             pool,
             schema,
+            statements: Arc::new(AtomicU64::new(0)),
         }
+    }
+
+    /// A pooled connection for one statement, counted.
+    async fn client(&self) -> Result<deadpool_postgres::Object> {
+        self.statements.fetch_add(1, Ordering::Relaxed);
+        Ok(self.pool.get().await?)
+    }
+
+    /// Statements this store (and its clones) has sent so far.
+    pub fn statements_issued(&self) -> u64 {
+        self.statements.load(Ordering::Relaxed)
     }
 
     /// The schema.
@@ -117,7 +133,7 @@ impl Store {
 
     /// Fails with [`Error::NotMigrated`] if the outbox tables are missing.
     pub async fn check_migrated(&self) -> Result<()> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let row = client.query_one(&self.q.is_migrated, &[]).await?;
         if row.get::<_, bool>(0) {
             Ok(())
@@ -128,7 +144,7 @@ impl Store {
 
     /// Claims up to `limit` due messages in one statement.
     pub async fn claim_messages(&self, p: ClaimParams<'_>) -> Result<Claimed> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let stmt = client.prepare_cached(&self.q.claim).await?;
         let rows = client.query(&stmt, &[&p.limit, &p.relay_id]).await?;
         let lease = rows.first().map(|r| Lease {
@@ -143,7 +159,7 @@ impl Store {
 
     /// Settles a batch in one statement, guarded by the lease.
     pub async fn settle_messages(&self, lease: &Lease, p: &SettleParams) -> Result<Settled> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let stmt = client.prepare_cached(&self.q.settle).await?;
         let failed_ids: Vec<i64> = p.failed.iter().map(|f| f.0).collect();
         let failed_errors: Vec<&str> = p.failed.iter().map(|f| f.1.as_str()).collect();
@@ -179,7 +195,7 @@ impl Store {
     /// Extends the lease of the rows of `ids` still held under `lease`.
     /// Returns the new lease, or `None` if no row is held any more.
     pub async fn extend_lease(&self, lease: &Lease, ids: &[i64]) -> Result<Option<Lease>> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let stmt = client.prepare_cached(&self.q.extend_lease).await?;
         let rows = client
             .query(&stmt, &[&ids, &lease.relay_id, &lease.locked_at])
@@ -193,7 +209,7 @@ impl Store {
     /// Returns `processing` rows whose claim is older than `lease` to
     /// `pending`; live claims are left alone. Returns the recovered ids.
     pub async fn reap_expired_leases(&self, lease: Duration) -> Result<Vec<i64>> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let rows = client
             .query(&self.q.reap_expired, &[&lease.as_secs_f64()])
             .await?;
@@ -202,7 +218,7 @@ impl Store {
 
     /// Message counts by status.
     pub async fn count_messages_by_status(&self) -> Result<BTreeMap<String, i64>> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let rows = client.query(&self.q.count_by_status, &[]).await?;
         let mut counts: BTreeMap<String, i64> = ["pending", "processing", "failed", "dead", "sent"]
             .iter()
@@ -216,7 +232,7 @@ impl Store {
 
     /// Age of the oldest message waiting to be published, if any.
     pub async fn oldest_pending_age(&self) -> Result<Option<Duration>> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let row = client.query_opt(&self.q.oldest_pending_age, &[]).await?;
         Ok(row.map(|r| Duration::from_secs_f64(r.get::<_, f64>(0).max(0.0))))
     }

@@ -42,24 +42,6 @@ pub struct BenchQueries {
     pub drop_schema: String,
 }
 
-/// Creates a throwaway database (the name must be a validated identifier).
-pub fn create_database(name: &crate::Schema) -> String {
-    format!("CREATE DATABASE {}", name.quoted())
-}
-
-/// Drops a throwaway database, closing its connections.
-pub fn drop_database(name: &crate::Schema) -> String {
-    format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", name.quoted())
-}
-
-/// Transactions committed or rolled back so far in database `$1`.
-/// (`pg_stat_clear_snapshot()` first: a backend caches its stats view.)
-pub const XACT_COUNT: &str = "SELECT (xact_commit + xact_rollback)::int8 \
-     FROM pg_stat_database WHERE datname = $1";
-
-/// Forgets the cached statistics snapshot of this backend.
-pub const CLEAR_STATS_SNAPSHOT: &str = "SELECT pg_stat_clear_snapshot()";
-
 impl BenchQueries {
     /// Renders the statements for `schema`.
     pub fn new(schema: &Schema) -> Self {

@@ -5,7 +5,7 @@
 //! parameters. Migrations are the numbered files in `sql/migrations/`.
 
 mod archive;
-pub mod bench;
+mod bench;
 mod dead;
 mod grants;
 mod migrations;
