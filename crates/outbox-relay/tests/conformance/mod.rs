@@ -122,7 +122,8 @@ pub async fn delivers_every_field<H: Harness>(h: &H) {
             assert_eq!(e, &Envelope::from(m), "every envelope field intact");
         }
     }
-    assert!(t.publisher.check().await.is_ok(), "check on a live broker");
+    let check = t.publisher.check().await;
+    assert!(check.is_ok(), "check on a live broker: {check:?}");
 }
 
 /// A resend (what a crash between publish and mark causes) either is

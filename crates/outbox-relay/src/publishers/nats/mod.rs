@@ -139,10 +139,18 @@ impl Publisher for NatsPublisher {
 
     async fn check(&self) -> Result<(), PublishError> {
         let js = self.context().await?;
-        js.query_account()
+        // The raw account-info request, read loosely: the typed one fails on
+        // servers older than the client (2.9 answers without newer fields).
+        let reply: jetstream::response::Response<serde_json::Value> = js
+            .request("INFO", &serde_json::json!({}))
             .await
-            .map(drop)
-            .map_err(|e| PublishError::retryable(format!("nats: JetStream unavailable: {e}")))
+            .map_err(|e| PublishError::retryable(format!("nats: JetStream unavailable: {e}")))?;
+        match reply {
+            jetstream::response::Response::Ok(_) => Ok(()),
+            jetstream::response::Response::Err { error } => Err(PublishError::retryable(format!(
+                "nats: JetStream unavailable: {error}"
+            ))),
+        }
     }
 }
 
