@@ -33,7 +33,9 @@ impl KafkaHarness {
 
     fn topic(&self, label: &str) -> String {
         let topic = unique(label);
-        self.cluster.create_topic(&topic, 1, 1).expect("create topic");
+        self.cluster
+            .create_topic(&topic, 1, 1)
+            .expect("create topic");
         topic
     }
 
@@ -50,7 +52,8 @@ impl KafkaHarness {
             .fetch_watermarks(topic, 0, Duration::from_secs(10))
             .expect("watermarks");
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(topic, 0, Offset::Beginning).unwrap();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning)
+            .unwrap();
         consumer.assign(&tpl).unwrap();
         let want = usize::try_from(high - low).unwrap();
         let mut out = Vec::new();
@@ -64,7 +67,11 @@ impl KafkaHarness {
                 out.push(decode(&r.expect("consume")));
             }
         }
-        assert_eq!(out.len(), want, "read every record up to the high watermark");
+        assert_eq!(
+            out.len(),
+            want,
+            "read every record up to the high watermark"
+        );
         out
     }
 }
@@ -75,7 +82,12 @@ fn decode(m: &BorrowedMessage<'_>) -> (Option<String>, Vec<(String, String)>, St
         .headers()
         .map(|h| {
             h.iter()
-                .map(|h| (h.key.to_owned(), String::from_utf8(h.value.unwrap_or_default().to_vec()).unwrap()))
+                .map(|h| {
+                    (
+                        h.key.to_owned(),
+                        String::from_utf8(h.value.unwrap_or_default().to_vec()).unwrap(),
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -109,7 +121,11 @@ impl Harness for KafkaHarness {
                         .chain([("payload", body.as_str())]),
                 )
                 .expect("headers and value decode");
-                assert_eq!(key.as_deref(), Some(e.aggregate_id.as_str()), "key = aggregate_id");
+                assert_eq!(
+                    key.as_deref(),
+                    Some(e.aggregate_id.as_str()),
+                    "key = aggregate_id"
+                );
                 Received {
                     event_id: e.event_id,
                     payload: e.payload.clone(),
@@ -127,7 +143,10 @@ impl Harness for KafkaHarness {
     async fn refused_topic(&self, _: &Target<KafkaPublisher>) -> (String, Scope) {
         let topic = self.topic("forbidden");
         self.cluster
-            .topic_error(&topic, RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED)
+            .topic_error(
+                &topic,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+            )
             .unwrap();
         (topic, Scope::Topic)
     }
@@ -140,11 +159,21 @@ async fn ce_headers_follow_the_kafka_binding() {
     let h = KafkaHarness::new();
     let t = h.target().await;
     let m = conformance::message(&t.topic, 1);
-    assert!(outbox_relay::Publisher::publish(&t.publisher, std::slice::from_ref(&m)).await[0].is_ok());
+    assert!(
+        outbox_relay::Publisher::publish(&t.publisher, std::slice::from_ref(&m)).await[0].is_ok()
+    );
     let (_, headers, body) = h.records(&t.topic).remove(0);
-    let get = |k: &str| headers.iter().find(|(n, _)| n == k).map(|(_, v)| v.as_str());
+    let get = |k: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
     assert_eq!(get("ce_id"), Some(m.event_id.to_string().as_str()));
     assert_eq!(get("ce_type"), Some("order.created"));
     assert_eq!(get("content-type"), Some("application/json"));
-    assert_eq!(serde_json::from_str::<serde_json::Value>(&body).unwrap(), m.payload);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        m.payload
+    );
 }
