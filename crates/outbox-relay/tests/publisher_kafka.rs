@@ -16,6 +16,9 @@ use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{ClientConfig, Message as _, Offset, TopicPartitionList};
 use std::time::Duration;
 
+/// A record as consumed: key, headers, value.
+type Record = (Option<String>, Vec<(String, String)>, String);
+
 struct KafkaHarness {
     cluster: MockCluster<'static, DefaultProducerContext>,
 }
@@ -41,7 +44,7 @@ impl KafkaHarness {
 
     /// Every record of `topic` (one partition), oldest first, as the
     /// consumer sees them; the high watermark says how many to expect.
-    fn records(&self, topic: &str) -> Vec<(Option<String>, Vec<(String, String)>, String)> {
+    fn records(&self, topic: &str) -> Vec<Record> {
         let consumer: BaseConsumer = ClientConfig::new()
             .set("bootstrap.servers", self.cluster.bootstrap_servers())
             .set("group.id", unique("readback"))
@@ -76,7 +79,7 @@ impl KafkaHarness {
     }
 }
 
-fn decode(m: &BorrowedMessage<'_>) -> (Option<String>, Vec<(String, String)>, String) {
+fn decode(m: &BorrowedMessage<'_>) -> Record {
     let key = m.key().map(|k| String::from_utf8(k.to_vec()).unwrap());
     let headers = m
         .headers()

@@ -8,7 +8,7 @@
 
 #![allow(dead_code)]
 
-use chrono::{DateTime, SubsecRound, Utc};
+use chrono::{SubsecRound, Utc};
 use outbox_relay::{Envelope, ErrorClass, Message, Outcome, Publisher};
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -94,7 +94,7 @@ pub fn message(topic: &str, n: i64) -> Message {
         headers,
         attempts: 1,
         // PostgreSQL keeps microseconds; so does every transport here.
-        created_at: DateTime::<Utc>::from(Utc::now()).trunc_subsecs(6),
+        created_at: Utc::now().trunc_subsecs(6),
     }
 }
 
