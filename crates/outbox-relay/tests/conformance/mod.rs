@@ -198,6 +198,37 @@ pub async fn outcomes_are_per_message<H: Harness>(h: &H) {
     }
 }
 
+/// Through the relay: with the broker down, a pass hands its claims back
+/// without spending an attempt and opens the breaker (the publisher's
+/// `check` must fail), so an outage never pushes messages toward dead.
+pub async fn outage_spends_no_attempts<H: Harness>(h: &H) {
+    let t = outbox_testkit::TestSchema::new("conformance_outage").await;
+    let messages: Vec<outbox::NewMessage> = (0..3)
+        .map(|n| {
+            outbox::NewMessage::new("order.created", "order", n.to_string(), &json!({"n": n}))
+                .unwrap()
+        })
+        .collect();
+    let client = t.pool.get().await.unwrap();
+    outbox::Outbox::with_schema(t.schema.clone())
+        .enqueue_many(&**client, &messages)
+        .await
+        .unwrap();
+    let store = outbox_relay::Store::new(t.pool.clone(), t.schema.clone());
+    let relay = outbox_relay::Relay::new(store, h.unreachable().await, Default::default()).unwrap();
+    let pass = relay.run_once().await.unwrap();
+    assert_eq!(
+        (pass.claimed, pass.released, pass.failed, pass.dead),
+        (3, 3, 0, 0),
+        "{pass}"
+    );
+    assert!(relay.breaker_open());
+    let untouched = t
+        .count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND attempts = 0")
+        .await;
+    assert_eq!(untouched, 3);
+}
+
 /// Expands to one `#[tokio::test]` per check, each building its own harness
 /// with `$harness` (an expression, evaluated inside an async test).
 #[macro_export]
@@ -222,6 +253,10 @@ macro_rules! conformance_suite {
         #[tokio::test]
         async fn conformance_outcomes_are_per_message() {
             conformance::outcomes_are_per_message(&$harness).await
+        }
+        #[tokio::test]
+        async fn conformance_outage_spends_no_attempts() {
+            conformance::outage_spends_no_attempts(&$harness).await
         }
     };
 }
