@@ -3,17 +3,19 @@
 # release binary and prints messages/s, the median of RUNS runs (default 3).
 # Not part of the tests: nothing here is asserted.
 #
-#   scripts/bench-publishers.sh [postgres amqp mqtt http]
+#   scripts/bench-publishers.sh [postgres amqp mqtt http redis asynq nats]
 #
 # Each run: a fresh schema, N rows inserted in one statement, then
 # `outbox relay --batch-size 500` runs until every row is sent (polled in the
 # database), and is stopped with SIGINT. RabbitMQ gets a queue bound to the
 # exchange (unroutable messages would be dead-lettered); MQTT needs no
-# subscriber; webhooks go to a small Python server answering 204.
+# subscriber; webhooks go to a small Python server answering 204; Redis
+# streams and asynq queues are deleted after each run, and so are the NATS
+# streams the relay creates (create_stream).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
-ensure_services postgres rabbitmq mosquitto
+ensure_services postgres rabbitmq mosquitto redis nats
 
 N=${N:-20000}
 RUNS=${RUNS:-3}
@@ -43,6 +45,17 @@ c.close()
 PY
 }
 
+nats_delete_stream() { # name
+  "$PY" - "$1" <<'PY'
+import asyncio, sys, nats
+async def main():
+    nc = await nats.connect("nats://127.0.0.1:4222")
+    await nc.jetstream().delete_stream(sys.argv[1])
+    await nc.close()
+asyncio.run(main())
+PY
+}
+
 run_once() { # publisher -> prints msgs/s
   local pub=$1 tag schema url sink_pid="" relay_pid rate
   tag=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
@@ -51,6 +64,9 @@ run_once() { # publisher -> prints msgs/s
     postgres) url=postgres ;;
     amqp) amqp setup "bench_$tag"; url="amqp://guest:guest@127.0.0.1:5672/%2f?exchange=bench_$tag" ;;
     mqtt) url="mqtt://127.0.0.1:1883?prefix=bench/$tag" ;;
+    redis) url="redis://127.0.0.1:6379?stream_prefix=bench_$tag:" ;;
+    asynq) url="asynq://127.0.0.1:6379?queue=bench_$tag" ;;
+    nats) url="nats://127.0.0.1:4222?subject_prefix=bench_$tag.&create_stream=BENCH_$tag" ;;
     http)
       "$PY" scripts/webhook_sink.py 18765 & sink_pid=$!
       wait_port webhook-sink 18765 10
@@ -73,6 +89,12 @@ run_once() { # publisher -> prints msgs/s
   kill -INT "$relay_pid"; wait "$relay_pid" || true
   [[ -n $sink_pid ]] && { kill "$sink_pid"; wait "$sink_pid" 2>/dev/null || true; }
   [[ $pub == amqp ]] && amqp teardown "bench_$tag"
+  [[ $pub == redis ]] && redis-cli DEL "bench_$tag:orders.created" >/dev/null
+  if [[ $pub == asynq ]]; then
+    redis-cli --scan --pattern "asynq:{bench_$tag}:*" | xargs -r -n 1000 redis-cli DEL >/dev/null
+    redis-cli SREM asynq:queues "bench_$tag" >/dev/null
+  fi
+  [[ $pub == nats ]] && nats_delete_stream "BENCH_$tag"
   sql "DROP SCHEMA $schema CASCADE" 2>/dev/null
   rate=$(echo "$N / ($end - $start)" | bc -l)
   printf '%.0f\n' "$rate"

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
 
-ensure_services postgres rabbitmq mosquitto
+ensure_services postgres rabbitmq mosquitto redis nats
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
 # The brokers' own clients read messages back in a second process
@@ -15,9 +15,16 @@ export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres
 pyenv=target/pyenv
 requirements=tests/readback/requirements.txt
 if [[ ! -x "$pyenv/bin/python" ]] || ! cmp -s "$requirements" "$pyenv/requirements.txt"; then
-  python3 -m venv "$pyenv"
+  python3 -m venv "$pyenv" 2>/dev/null || {
+    { apt-get update -qq && apt-get install -y python3-venv; } >&2 && rm -rf "$pyenv" && python3 -m venv "$pyenv"
+  }
   "$pyenv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   cp "$requirements" "$pyenv/requirements.txt"
+fi
+
+# The Kafka publisher builds librdkafka from source (rdkafka's bundled build).
+if ! command -v make >/dev/null || ! command -v cc >/dev/null; then
+  { apt-get update -qq && apt-get install -y make gcc; } >&2
 fi
 
 cargo fmt --all -- --check

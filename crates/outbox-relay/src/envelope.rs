@@ -98,6 +98,37 @@ impl Envelope {
         serde_json::from_str(text)
     }
 
+    /// Rebuilds an envelope from `(name, value)` text pairs named as in
+    /// [`field`]: the metadata, `headers` (a JSON object) and `payload`
+    /// (JSON text). What consumers of Redis stream entries, or of NATS and
+    /// Kafka headers plus the body as `payload`, call. Other names are ignored.
+    pub fn from_fields<'a>(
+        fields: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Result<Self, serde_json::Error> {
+        use serde_json::Value;
+        let mut object = serde_json::Map::new();
+        for (name, value) in fields {
+            let value = match name {
+                field::MESSAGE_ID | field::EVENT_VERSION => Value::Number(
+                    value
+                        .parse::<i64>()
+                        .map_err(serde::de::Error::custom)?
+                        .into(),
+                ),
+                field::HEADERS | field::PAYLOAD => serde_json::from_str(value)?,
+                field::EVENT_ID
+                | field::EVENT_TYPE
+                | field::AGGREGATE_TYPE
+                | field::AGGREGATE_ID
+                | field::TOPIC
+                | field::CREATED_AT => Value::String(value.to_owned()),
+                _ => continue,
+            };
+            object.insert(name.to_owned(), value);
+        }
+        serde_json::from_value(Value::Object(object))
+    }
+
     /// The metadata as `(name, value)` pairs, without payload and headers.
     pub fn metadata(&self) -> Vec<(&'static str, String)> {
         vec![
@@ -206,6 +237,17 @@ mod tests {
     fn native_json_round_trips() {
         let e = envelope();
         assert_eq!(Envelope::from_json(&e.to_json()).unwrap(), e);
+    }
+
+    #[test]
+    fn fields_round_trip() {
+        let e = envelope();
+        let mut fields = e.metadata();
+        fields.push((field::HEADERS, serde_json::to_string(&e.headers).unwrap()));
+        fields.push((field::PAYLOAD, e.payload.to_string()));
+        fields.push(("unrelated", "x".to_owned()));
+        let back = Envelope::from_fields(fields.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
+        assert_eq!(back, e);
     }
 
     #[test]

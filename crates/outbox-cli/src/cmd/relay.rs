@@ -21,7 +21,9 @@ pub struct Args {
 pub struct RelayFlags {
     /// Where to publish: `postgres` (the outbox database's published_events)
     /// or a URL: `postgres://…`, `amqp://…` (RabbitMQ), `mqtt://…`,
-    /// `http(s)://…` (signed webhooks, options in OUTBOX_WEBHOOK_* variables)
+    /// `http(s)://…` (signed webhooks, options in OUTBOX_WEBHOOK_* variables),
+    /// `redis://…` (Redis Streams), `asynq://…` (asynq tasks), `nats://…`
+    /// (JetStream), `kafka://…`
     /// [env: OUTBOX_PUBLISHER] [default: postgres].
     #[arg(long)]
     publisher: Option<String>,

@@ -3,12 +3,26 @@
 
 #[cfg(feature = "publisher-amqp")]
 pub mod amqp;
+#[cfg(feature = "publisher-asynq")]
+pub mod asynq;
 #[cfg(feature = "publisher-http")]
 pub mod http;
+#[cfg(feature = "publisher-kafka")]
+pub mod kafka;
 #[cfg(feature = "publisher-mqtt")]
 pub mod mqtt;
+#[cfg(feature = "publisher-nats")]
+pub mod nats;
+#[cfg(any(
+    feature = "publisher-redis",
+    feature = "publisher-nats",
+    feature = "publisher-kafka"
+))]
+mod options;
 #[cfg(feature = "publisher-postgres")]
 pub mod postgres;
+#[cfg(feature = "publisher-redis")]
+pub mod redis;
 
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use deadpool_postgres::Pool;
@@ -41,6 +55,18 @@ pub enum AnyPublisher {
     /// `http://…`, `https://…`: signed webhooks.
     #[cfg(feature = "publisher-http")]
     Http(http::HttpPublisher),
+    /// `redis://…`: Redis Streams.
+    #[cfg(feature = "publisher-redis")]
+    Redis(redis::RedisPublisher),
+    /// `asynq://…`: asynq tasks on Redis.
+    #[cfg(feature = "publisher-asynq")]
+    Asynq(asynq::AsynqPublisher),
+    /// `nats://…`: NATS JetStream.
+    #[cfg(feature = "publisher-nats")]
+    Nats(nats::NatsPublisher),
+    /// `kafka://…`: Kafka.
+    #[cfg(feature = "publisher-kafka")]
+    Kafka(kafka::KafkaPublisher),
 }
 
 /// The schemes this build accepts, for the unknown-scheme error.
@@ -50,12 +76,17 @@ const KNOWN: &[(&str, bool)] = &[
     ("mqtt://", cfg!(feature = "publisher-mqtt")),
     ("http://", cfg!(feature = "publisher-http")),
     ("https://", cfg!(feature = "publisher-http")),
+    ("redis://", cfg!(feature = "publisher-redis")),
+    ("asynq://", cfg!(feature = "publisher-asynq")),
+    ("nats://", cfg!(feature = "publisher-nats")),
+    ("kafka://", cfg!(feature = "publisher-kafka")),
 ];
 
 impl AnyPublisher {
     /// Builds the publisher a `--publisher` value names: `postgres` (the
     /// outbox database) or `postgres://…` / `postgresql://…` (another one),
-    /// `amqp://…`, `mqtt://…`, `http(s)://…`. Nothing connects here: a
+    /// `amqp://…`, `mqtt://…`, `http(s)://…`, `redis://…`, `asynq://…`,
+    /// `nats://…`, `kafka://…`. Nothing connects here: a
     /// broker that is down delays publishing, it does not stop the relay.
     pub async fn from_url(url: &str, ctx: &PublisherContext) -> Result<Self> {
         let scheme = url.split_once("://").map_or(url, |(s, _)| s);
@@ -70,6 +101,14 @@ impl AnyPublisher {
             "mqtt" | "mqtts" => Ok(Self::Mqtt(mqtt::MqttPublisher::from_url(url)?)),
             #[cfg(feature = "publisher-http")]
             "http" | "https" => Ok(Self::Http(http::HttpPublisher::from_env(url)?)),
+            #[cfg(feature = "publisher-redis")]
+            "redis" => Ok(Self::Redis(redis::RedisPublisher::from_url(url)?)),
+            #[cfg(feature = "publisher-asynq")]
+            "asynq" => Ok(Self::Asynq(asynq::AsynqPublisher::from_url(url)?)),
+            #[cfg(feature = "publisher-nats")]
+            "nats" => Ok(Self::Nats(nats::NatsPublisher::from_url(url)?)),
+            #[cfg(feature = "publisher-kafka")]
+            "kafka" => Ok(Self::Kafka(kafka::KafkaPublisher::from_url(url)?)),
             _ => {
                 let known: Vec<&str> = KNOWN
                     .iter()
@@ -97,6 +136,14 @@ impl Publisher for AnyPublisher {
             Self::Mqtt(p) => p.name(),
             #[cfg(feature = "publisher-http")]
             Self::Http(p) => p.name(),
+            #[cfg(feature = "publisher-redis")]
+            Self::Redis(p) => p.name(),
+            #[cfg(feature = "publisher-asynq")]
+            Self::Asynq(p) => p.name(),
+            #[cfg(feature = "publisher-nats")]
+            Self::Nats(p) => p.name(),
+            #[cfg(feature = "publisher-kafka")]
+            Self::Kafka(p) => p.name(),
         }
     }
 
@@ -110,6 +157,14 @@ impl Publisher for AnyPublisher {
             Self::Mqtt(p) => p.publish(batch).await,
             #[cfg(feature = "publisher-http")]
             Self::Http(p) => p.publish(batch).await,
+            #[cfg(feature = "publisher-redis")]
+            Self::Redis(p) => p.publish(batch).await,
+            #[cfg(feature = "publisher-asynq")]
+            Self::Asynq(p) => p.publish(batch).await,
+            #[cfg(feature = "publisher-nats")]
+            Self::Nats(p) => p.publish(batch).await,
+            #[cfg(feature = "publisher-kafka")]
+            Self::Kafka(p) => p.publish(batch).await,
         }
     }
 
@@ -123,6 +178,14 @@ impl Publisher for AnyPublisher {
             Self::Mqtt(p) => p.check().await,
             #[cfg(feature = "publisher-http")]
             Self::Http(p) => p.check().await,
+            #[cfg(feature = "publisher-redis")]
+            Self::Redis(p) => p.check().await,
+            #[cfg(feature = "publisher-asynq")]
+            Self::Asynq(p) => p.check().await,
+            #[cfg(feature = "publisher-nats")]
+            Self::Nats(p) => p.check().await,
+            #[cfg(feature = "publisher-kafka")]
+            Self::Kafka(p) => p.check().await,
         }
     }
 }
@@ -185,6 +248,33 @@ mod tests {
             assert!(e.contains(scheme), "{e}");
         }
         assert!(!e.contains(":pw@"), "{e}");
+    }
+
+    #[cfg(all(
+        feature = "publisher-redis",
+        feature = "publisher-asynq",
+        feature = "publisher-nats",
+        feature = "publisher-kafka"
+    ))]
+    #[tokio::test]
+    async fn broker_schemes_of_part_a_choose_their_publisher() {
+        let ctx = ctx();
+        for (url, name) in [
+            ("redis://127.0.0.1:1/0?stream_prefix=app.", "redis"),
+            ("asynq://127.0.0.1:1?queue=critical", "asynq"),
+            ("nats://127.0.0.1:1?subject_prefix=app.", "nats"),
+            ("kafka://127.0.0.1:1,127.0.0.1:2", "kafka"),
+        ] {
+            let p = AnyPublisher::from_url(url, &ctx).await.unwrap();
+            assert_eq!(crate::Publisher::name(&p), name);
+        }
+        let e = AnyPublisher::from_url("kafkaa://h", &ctx)
+            .await
+            .unwrap_err()
+            .to_string();
+        for scheme in ["redis://", "asynq://", "nats://", "kafka://"] {
+            assert!(e.contains(scheme), "{e}");
+        }
     }
 
     #[test]

@@ -1,0 +1,124 @@
+//! `asynq://host:port[/db]?queue=default&task_type=topic|event_type&max_retry=25&task_timeout=30m`
+
+use crate::publishers::options::UrlOptions;
+use crate::publishers::redis::{check_db, timeouts, CONNECTION_OPTIONS};
+use crate::Result;
+use std::time::Duration;
+
+/// Which message field becomes the asynq task type (what `ServeMux`
+/// routes on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskType {
+    /// The topic (default).
+    Topic,
+    /// The event type.
+    EventType,
+}
+
+/// Options of the asynq publisher.
+#[derive(Clone)]
+pub struct AsynqConfig {
+    /// The Redis URL without options (may hold a password: never printed).
+    pub(crate) server: url::Url,
+    /// The asynq queue (default `default`).
+    pub queue: String,
+    /// What names the task type.
+    pub task_type: TaskType,
+    /// asynq's `MaxRetry` written into each task (default 25, as asynq's).
+    pub max_retry: i32,
+    /// asynq's per-task `Timeout` (default 30 minutes, as asynq's).
+    pub task_timeout: Duration,
+    /// Give up opening a connection after this long (default 5s).
+    pub connect_timeout: Duration,
+    /// Give up waiting for a reply after this long (default 30s).
+    pub response_timeout: Duration,
+}
+
+impl std::fmt::Debug for AsynqConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AsynqConfig")
+            .field(
+                "server",
+                &crate::publishers::redact_url(self.server.as_str()),
+            )
+            .field("queue", &self.queue)
+            .field("task_type", &self.task_type)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AsynqConfig {
+    /// Parses and validates an `asynq://` URL (a Redis URL with another scheme).
+    pub fn from_url(url: &str) -> Result<Self> {
+        let known = [
+            &["queue", "task_type", "max_retry", "task_timeout"][..],
+            &CONNECTION_OPTIONS[..],
+        ]
+        .concat();
+        let o = UrlOptions::parse("asynq", url, &["asynq"], &known)?;
+        check_db(&o)?;
+        let queue = o.get("queue").unwrap_or("default").to_owned();
+        if queue.is_empty() || queue.contains(['{', '}']) {
+            return Err(o.error(format!(
+                "queue {queue:?} is not a usable asynq queue name (non-empty, no braces)"
+            )));
+        }
+        let task_type = match o.get("task_type").unwrap_or("topic") {
+            "topic" => TaskType::Topic,
+            "event_type" => TaskType::EventType,
+            other => {
+                return Err(o.error(format!(
+                    "option task_type={other:?} is invalid: expected topic or event_type"
+                )))
+            }
+        };
+        let max_retry = o
+            .parsed::<u16>("max_retry", "a whole number from 0 to 65535")?
+            .map_or(25, i32::from);
+        let task_timeout = o
+            .duration("task_timeout")?
+            .unwrap_or(Duration::from_secs(30 * 60));
+        let (connect_timeout, response_timeout) = timeouts(&o)?;
+        // asynq's server speaks Redis: hand the client a redis:// URL.
+        let server = url::Url::parse(&o.base.as_str().replacen("asynq://", "redis://", 1))
+            .map_err(|e| o.error(e))?;
+        Ok(Self {
+            server,
+            queue,
+            task_type,
+            max_retry,
+            task_timeout,
+            connect_timeout,
+            response_timeout,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_follow_asynq_and_bad_values_are_named() {
+        let c = AsynqConfig::from_url("asynq://:pw@127.0.0.1:6379/1").unwrap();
+        assert_eq!(c.queue, "default");
+        assert_eq!(c.task_type, TaskType::Topic);
+        assert_eq!(c.max_retry, 25);
+        assert_eq!(c.server.as_str(), "redis://:pw@127.0.0.1:6379/1");
+        assert!(!format!("{c:?}").contains("pw"));
+        let c = AsynqConfig::from_url("asynq://h?queue=critical&task_type=event_type").unwrap();
+        assert_eq!(
+            (c.queue.as_str(), c.task_type),
+            ("critical", TaskType::EventType)
+        );
+        for (url, needle) in [
+            ("asynq://h?task_type=kind", "task_type=\"kind\""),
+            ("asynq://h?queue=a{b}", "queue"),
+            ("asynq://h?max_retry=-1", "max_retry"),
+            ("redis://h", "asynq://"),
+        ] {
+            let e = AsynqConfig::from_url(url).unwrap_err().to_string();
+            assert!(e.contains(needle), "{url}: {e}");
+        }
+    }
+}

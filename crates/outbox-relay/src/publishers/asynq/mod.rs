@@ -1,0 +1,168 @@
+//! `asynq://`: enqueues each message as a task for Go
+//! [asynq](https://github.com/hibiken/asynq) workers, writing exactly what
+//! asynq's own `Client.Enqueue` writes to Redis:
+//!
+//! - the task hash `asynq:{<queue>}:t:<task id>` with `msg` (the
+//!   protobuf-encoded `TaskMessage`), `state` = `pending` and
+//!   `pending_since` (Unix nanoseconds);
+//! - the task id pushed on the list `asynq:{<queue>}:pending`;
+//! - the queue name in the set `asynq:queues`.
+//!
+//! The task type is the topic (or the event type), the payload is the
+//! envelope's native JSON, the task id is `outbox:<message id>`. The hash
+//! and the list are written by one Lua script, atomically, which does
+//! nothing if the task already exists: asynq calls that a task id conflict,
+//! and here it means an earlier attempt of the same message got through,
+//! so it counts as success.
+
+mod config;
+mod task;
+
+pub use config::{AsynqConfig, TaskType};
+pub use task::TaskMessage;
+
+use super::redis::conn::{reply_outcome, RedisConn};
+use crate::{Envelope, Error, Message, Outcome, PublishError, Publisher, Result};
+use redis::Value;
+
+/// Same steps as asynq's enqueue script: `EXISTS`, then `HSET` the task and
+/// `LPUSH` its id. Returns 1 when enqueued, 0 when the id already exists.
+const ENQUEUE_SCRIPT: &str = r#"
+if redis.call("EXISTS", KEYS[1]) == 1 then
+  return 0
+end
+redis.call("HSET", KEYS[1], "msg", ARGV[1], "state", "pending", "pending_since", ARGV[3])
+redis.call("LPUSH", KEYS[2], ARGV[2])
+return 1
+"#;
+
+/// The set of every queue name, read by asynq's inspector and web UI.
+pub const ALL_QUEUES_KEY: &str = "asynq:queues";
+
+/// The key of a task's hash.
+pub fn task_key(queue: &str, task_id: &str) -> String {
+    format!("asynq:{{{queue}}}:t:{task_id}")
+}
+
+/// The key of a queue's pending list.
+pub fn pending_key(queue: &str) -> String {
+    format!("asynq:{{{queue}}}:pending")
+}
+
+/// The asynq task id of an outbox message.
+pub fn task_id(message_id: i64) -> String {
+    format!("outbox:{message_id}")
+}
+
+/// The asynq publisher.
+#[derive(Debug)]
+pub struct AsynqPublisher {
+    config: AsynqConfig,
+    conn: RedisConn,
+}
+
+impl AsynqPublisher {
+    /// A publisher for `config`; connects on first use.
+    pub fn new(config: AsynqConfig) -> Result<Self> {
+        let conn = RedisConn::new(
+            &config.server,
+            config.connect_timeout,
+            config.response_timeout,
+        )
+        .map_err(|e| Error::Publisher(format!("asynq publisher: {e}")))?;
+        Ok(Self { config, conn })
+    }
+
+    /// Parses `url` (see [`AsynqConfig::from_url`]) and builds the publisher.
+    pub fn from_url(url: &str) -> Result<Self> {
+        Self::new(AsynqConfig::from_url(url)?)
+    }
+
+    /// The options in force.
+    pub fn config(&self) -> &AsynqConfig {
+        &self.config
+    }
+
+    /// The task asynq will hand to a worker for `m`.
+    pub fn task(&self, m: &Message) -> TaskMessage {
+        let e = Envelope::from(m);
+        let task_type = match self.config.task_type {
+            TaskType::Topic => &m.topic,
+            TaskType::EventType => &m.event_type,
+        };
+        TaskMessage {
+            r#type: task_type.clone(),
+            payload: e.to_json().into_bytes(),
+            id: task_id(m.id),
+            queue: self.config.queue.clone(),
+            retry: self.config.max_retry,
+            timeout: i64::try_from(self.config.task_timeout.as_secs()).unwrap_or(i64::MAX),
+            headers: m.headers.clone().into_iter().collect(),
+            ..TaskMessage::default()
+        }
+    }
+}
+
+impl Publisher for AsynqPublisher {
+    fn name(&self) -> &str {
+        "asynq"
+    }
+
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        if batch.is_empty() {
+            return Vec::new();
+        }
+        let queue = &self.config.queue;
+        let now_ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(i64::MAX);
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
+        // asynq registers the queue outside its script too, so the script's
+        // keys stay in one cluster slot (`{<queue>}`).
+        pipe.cmd("SADD").arg(ALL_QUEUES_KEY).arg(queue);
+        for m in batch {
+            let task = self.task(m);
+            pipe.cmd("EVAL")
+                .arg(ENQUEUE_SCRIPT)
+                .arg(2)
+                .arg(task_key(queue, &task.id))
+                .arg(pending_key(queue))
+                .arg(task.encode())
+                .arg(&task.id)
+                .arg(now_ns);
+        }
+        let replies = match self.conn.query(&pipe).await {
+            Ok(r) if r.len() == batch.len() + 1 => r,
+            Ok(r) => {
+                let e = PublishError::retryable(format!(
+                    "redis answered {} replies to {} commands",
+                    r.len(),
+                    batch.len() + 1
+                ));
+                return vec![Err(e); batch.len()];
+            }
+            Err(e) => return vec![Err(e); batch.len()],
+        };
+        let mut replies = replies.into_iter();
+        if let Some(Err(e)) = replies.next().map(reply_outcome) {
+            return vec![Err(e); batch.len()];
+        }
+        replies
+            .map(|r| match reply_outcome(r)? {
+                // 1: enqueued; 0: the task id exists, an earlier attempt won.
+                Value::Int(0 | 1) => Ok(()),
+                other => Err(PublishError::permanent(format!(
+                    "unexpected reply from the asynq enqueue script: {other:?}"
+                ))),
+            })
+            .collect()
+    }
+
+    async fn check(&self) -> Result<(), PublishError> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors().cmd("PING");
+        let reply = self.conn.query(&pipe).await?;
+        reply
+            .into_iter()
+            .try_for_each(|r| reply_outcome(r).map(drop))
+    }
+}

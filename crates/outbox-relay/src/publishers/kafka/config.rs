@@ -1,0 +1,147 @@
+//! `kafka://host:port[,host:port]?message_timeout=30s&source=/outbox&<librdkafka property>=…`
+
+use crate::publishers::options::UrlOptions;
+use crate::Result;
+use std::time::Duration;
+
+/// Options of the Kafka publisher.
+#[derive(Clone)]
+pub struct KafkaConfig {
+    /// `bootstrap.servers`.
+    pub bootstrap_servers: String,
+    /// How long librdkafka keeps trying to deliver a message before
+    /// reporting it failed, retryable (`message_timeout`, default 30s).
+    pub message_timeout: Duration,
+    /// The CloudEvents `source` attribute (`source`, default `/outbox`).
+    pub source: String,
+    /// librdkafka properties given in the URL (any option name with a dot,
+    /// such as `security.protocol` or `compression.type`); may hold secrets.
+    pub(crate) properties: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for KafkaConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.properties.iter().map(|(k, _)| k.as_str()).collect();
+        f.debug_struct("KafkaConfig")
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("message_timeout", &self.message_timeout)
+            .field("properties", &names)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Properties the publisher's guarantees rest on: set by it, never by the URL.
+const FIXED: [(&str, &str); 3] = [
+    ("enable.idempotence", "true"),
+    ("acks", "all"),
+    ("bootstrap.servers", ""),
+];
+
+impl KafkaConfig {
+    /// Parses and validates a `kafka://` URL.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let (servers, query) = url.split_once('?').unwrap_or((url, ""));
+        let list = servers.strip_prefix("kafka://").unwrap_or(servers);
+        let first = list.split(',').next().unwrap_or_default();
+        let o = UrlOptions::parse(
+            "kafka",
+            &format!("kafka://{first}?{query}"),
+            &["kafka"],
+            &["message_timeout", "source", "acks", "*."],
+        )?;
+        if !servers.starts_with("kafka://") {
+            return Err(o.error("the URL must start with kafka://"));
+        }
+        let mut hosts = Vec::new();
+        for host in list.split(',') {
+            let ok = host
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(o.error(format!(
+                    "{host:?} is not host:port; list brokers as kafka://host:port,host:port"
+                )));
+            }
+            hosts.push(host);
+        }
+        let mut properties = Vec::new();
+        let acks = o.get("acks").map(|v| ("acks", v));
+        for (k, v) in o.dotted().chain(acks) {
+            if let Some((_, fixed)) = FIXED.iter().find(|(name, _)| *name == k) {
+                if *fixed != v {
+                    return Err(o.error(format!(
+                        "{k} is set by the publisher{} and cannot be changed in the URL",
+                        if fixed.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({k}={fixed})")
+                        }
+                    )));
+                }
+                continue;
+            }
+            properties.push((k.to_owned(), v.to_owned()));
+        }
+        Ok(Self {
+            bootstrap_servers: hosts.join(","),
+            message_timeout: o
+                .duration("message_timeout")?
+                .unwrap_or(Duration::from_secs(30)),
+            source: o
+                .get("source")
+                .unwrap_or(crate::envelope::DEFAULT_SOURCE)
+                .to_owned(),
+            properties,
+        })
+    }
+
+    /// The librdkafka configuration of the producer.
+    pub fn client_config(&self) -> rdkafka::ClientConfig {
+        let mut c = rdkafka::ClientConfig::new();
+        c.set("bootstrap.servers", &self.bootstrap_servers)
+            .set("client.id", "outbox-relay")
+            .set(
+                "message.timeout.ms",
+                self.message_timeout.as_millis().to_string(),
+            );
+        for (k, v) in &self.properties {
+            c.set(k, v);
+        }
+        for (k, v) in FIXED.iter().filter(|(_, v)| !v.is_empty()) {
+            c.set(*k, *v);
+        }
+        c
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_brokers_and_guards_the_guarantees() {
+        let c = KafkaConfig::from_url(
+            "kafka://k1:9092,k2:9093?message_timeout=5s&compression.type=zstd&sasl.password=pw",
+        )
+        .unwrap();
+        assert_eq!(c.bootstrap_servers, "k1:9092,k2:9093");
+        assert_eq!(c.message_timeout, Duration::from_secs(5));
+        assert!(!format!("{c:?}").contains("pw"));
+        let cc = c.client_config();
+        assert_eq!(cc.get("enable.idempotence"), Some("true"));
+        assert_eq!(cc.get("acks"), Some("all"));
+        assert_eq!(cc.get("compression.type"), Some("zstd"));
+        for (url, needle) in [
+            ("kafka://k:9092?acks=1", "acks is set by the publisher"),
+            (
+                "kafka://k:9092?enable.idempotence=false",
+                "enable.idempotence",
+            ),
+            ("kafka://k:9092,k2?x.y=1", "not host:port"),
+            ("kafka://k:9092?linger=5", "unknown option"),
+        ] {
+            let e = KafkaConfig::from_url(url).unwrap_err().to_string();
+            assert!(e.contains(needle), "{url}: {e}");
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! `kafka://`: an idempotent producer (`enable.idempotence=true`,
+//! `acks=all`), so the broker drops the producer's own resends. Each message
+//! goes to the topic named by its topic, keyed by `aggregate_id` (one
+//! entity's events stay in one partition, in order), with the payload's
+//! JSON as the value and, as headers, the envelope's metadata under its field
+//! names (`event_id`, …, `headers` as a JSON object) plus the CloudEvents
+//! Kafka binding's `ce_*` attributes. The whole batch is handed to
+//! librdkafka, then every delivery report awaited.
+
+mod config;
+
+pub use config::KafkaConfig;
+
+use crate::envelope::{field, Envelope};
+use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
+use futures_util::future::join_all;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The Kafka publisher.
+pub struct KafkaPublisher {
+    config: KafkaConfig,
+    producer: Mutex<FutureProducer>,
+}
+
+impl std::fmt::Debug for KafkaPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KafkaPublisher")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KafkaPublisher {
+    /// A publisher for `config`. librdkafka connects in the background, so
+    /// this succeeds while the brokers are down.
+    pub fn new(config: KafkaConfig) -> Result<Self> {
+        let producer = producer(&config)?;
+        Ok(Self {
+            config,
+            producer: Mutex::new(producer),
+        })
+    }
+
+    /// Parses `url` (see [`KafkaConfig::from_url`]) and builds the publisher.
+    pub fn from_url(url: &str) -> Result<Self> {
+        Self::new(KafkaConfig::from_url(url)?)
+    }
+
+    /// The options in force.
+    pub fn config(&self) -> &KafkaConfig {
+        &self.config
+    }
+
+    fn current(&self) -> FutureProducer {
+        self.producer.lock().expect("producer lock").clone()
+    }
+
+    /// The headers of `m`.
+    pub fn headers(&self, m: &Message) -> OwnedHeaders {
+        let e = Envelope::from(m);
+        let mut pairs: Vec<(String, String)> = e
+            .metadata()
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect();
+        pairs.push((
+            field::HEADERS.to_owned(),
+            serde_json::to_string(&e.headers).expect("string map serializes"),
+        ));
+        pairs.extend(
+            e.binary_headers(&self.config.source)
+                .into_iter()
+                .map(|(k, v)| {
+                    // The Kafka binding of CloudEvents spells the prefix `ce_`.
+                    match k.strip_prefix("ce-") {
+                        Some(attr) => (format!("ce_{attr}"), v),
+                        None => (k, v),
+                    }
+                }),
+        );
+        pairs.into_iter().fold(OwnedHeaders::new(), |h, (k, v)| {
+            h.insert(Header {
+                key: &k,
+                value: Some(v.as_bytes()),
+            })
+        })
+    }
+}
+
+fn producer(config: &KafkaConfig) -> Result<FutureProducer> {
+    config
+        .client_config()
+        .create()
+        .map_err(|e| Error::Publisher(format!("kafka publisher: {e}")))
+}
+
+impl Publisher for KafkaPublisher {
+    fn name(&self) -> &str {
+        "kafka"
+    }
+
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let producer = self.current();
+        let bodies: Vec<String> = batch.iter().map(|m| m.payload.to_string()).collect();
+        let mut deliveries = Vec::with_capacity(batch.len());
+        for (m, body) in batch.iter().zip(&bodies) {
+            let record = FutureRecord::to(&m.topic)
+                .key(&m.aggregate_id)
+                .payload(body)
+                .headers(self.headers(m));
+            deliveries.push(
+                producer
+                    .send_result(record)
+                    .map_err(|(e, _)| classify(&e, &m.topic)),
+            );
+        }
+        let outcomes = join_all(batch.iter().zip(deliveries).map(|(m, d)| async move {
+            match d?.await {
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err((e, _))) => Err(classify(&e, &m.topic)),
+                Err(_) => Err(PublishError::retryable(
+                    "kafka: the producer went away before reporting delivery",
+                )),
+            }
+        }))
+        .await;
+        // An idempotent producer that hit a fatal error (a sequence gap, a
+        // fenced epoch) refuses everything after; start a fresh one.
+        if let Some((reason, code)) = producer.client().fatal_error() {
+            tracing::warn!(%reason, ?code, "kafka producer failed fatally; recreating it");
+            if let Ok(fresh) = producer_or_log(&self.config) {
+                *self.producer.lock().expect("producer lock") = fresh;
+            }
+        }
+        outcomes
+    }
+
+    async fn check(&self) -> Result<(), PublishError> {
+        let producer = self.current();
+        let timeout = self.config.message_timeout.min(Duration::from_secs(10));
+        tokio::task::spawn_blocking(move || {
+            producer
+                .client()
+                .fetch_metadata(None, timeout)
+                .map(drop)
+                .map_err(|e| PublishError::retryable(format!("kafka unreachable: {e}")))
+        })
+        .await
+        .unwrap_or_else(|e| Err(PublishError::retryable(format!("kafka check: {e}"))))
+    }
+}
+
+fn producer_or_log(config: &KafkaConfig) -> Result<FutureProducer> {
+    producer(config)
+        .inspect_err(|e| tracing::error!(error = %e, "cannot recreate the kafka producer"))
+}
+
+/// Errors about the message or its topic (too large, invalid, topic unknown
+/// or forbidden, refused by policy) are permanent; everything else (delivery
+/// timeout, full local queue, broker down, leader moving) is retryable.
+fn classify(e: &KafkaError, topic: &str) -> PublishError {
+    use RDKafkaErrorCode as C;
+    let permanent = matches!(
+        e.rdkafka_error_code(),
+        Some(
+            C::MessageSizeTooLarge
+                | C::InvalidMessage
+                | C::InvalidMessageSize
+                | C::InvalidRecord
+                | C::InvalidTopic
+                | C::UnknownTopic
+                | C::UnknownTopicOrPartition
+                | C::TopicAuthorizationFailed
+                | C::PolicyViolation
+                | C::InvalidArgument
+                | C::UnsupportedForMessageFormat
+        )
+    );
+    if permanent {
+        PublishError::permanent(format!("kafka refused a message for topic {topic}: {e}"))
+    } else {
+        PublishError::retryable(format!("kafka: topic {topic}: {e}"))
+    }
+}

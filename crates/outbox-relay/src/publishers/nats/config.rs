@@ -1,0 +1,131 @@
+//! `nats://host:port[,host:port]?subject_prefix=…&create_stream=NAME&ack_timeout=…`
+
+use crate::publishers::options::UrlOptions;
+use crate::Result;
+use std::time::Duration;
+
+/// Options of the NATS JetStream publisher.
+#[derive(Clone)]
+pub struct NatsConfig {
+    /// The server list as async-nats takes it (may hold credentials: never printed).
+    pub(crate) servers: String,
+    /// Prepended to the topic to make the subject (default: none).
+    pub subject_prefix: String,
+    /// Create (or reuse) a stream of this name capturing `<subject_prefix>>`.
+    pub create_stream: Option<String>,
+    /// Wait this long for each PubAck (`ack_timeout`, default 10s).
+    pub ack_timeout: Duration,
+    /// Give up opening a connection after this long (`connect_timeout`, default 5s).
+    pub connect_timeout: Duration,
+    /// The CloudEvents `source` attribute (`source`, default `/outbox`).
+    pub source: String,
+}
+
+impl std::fmt::Debug for NatsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsConfig")
+            .field("servers", &crate::publishers::redact_url(&self.servers))
+            .field("subject_prefix", &self.subject_prefix)
+            .field("create_stream", &self.create_stream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl NatsConfig {
+    /// Parses and validates a `nats://` URL.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let known = [
+            "subject_prefix",
+            "create_stream",
+            "ack_timeout",
+            "connect_timeout",
+            "source",
+        ];
+        // Several servers are comma-separated; check the first as a URL and
+        // hand the whole list to async-nats.
+        let (servers, query) = url.split_once('?').unwrap_or((url, ""));
+        let first = servers.split(',').next().unwrap_or_default();
+        let o = UrlOptions::parse("nats", &format!("{first}?{query}"), &["nats"], &known)?;
+        if !matches!(o.base.path(), "" | "/") {
+            return Err(o.error("the URL takes no path; the subject comes from the topic"));
+        }
+        let subject_prefix = o.get("subject_prefix").unwrap_or_default().to_owned();
+        if subject_prefix.contains(|c: char| c.is_whitespace() || c == '*' || c == '>') {
+            return Err(o.error(format!(
+                "subject_prefix {subject_prefix:?} may not hold spaces or wildcards"
+            )));
+        }
+        let create_stream = o.get("create_stream").map(str::to_owned);
+        if let Some(name) = &create_stream {
+            if name.is_empty() || name.contains(|c: char| c.is_whitespace() || ".*>/\\".contains(c))
+            {
+                return Err(o.error(format!(
+                    "create_stream={name:?} is not a valid stream name (no spaces, dots, wildcards or slashes)"
+                )));
+            }
+            if !subject_prefix.ends_with('.') {
+                return Err(o.error(
+                    "create_stream needs a subject_prefix ending in '.' (the stream captures <subject_prefix>>)",
+                ));
+            }
+        }
+        Ok(Self {
+            servers: servers.to_owned(),
+            subject_prefix,
+            create_stream,
+            ack_timeout: o
+                .duration("ack_timeout")?
+                .unwrap_or(Duration::from_secs(10)),
+            connect_timeout: o
+                .duration("connect_timeout")?
+                .unwrap_or(Duration::from_secs(5)),
+            source: o
+                .get("source")
+                .unwrap_or(crate::envelope::DEFAULT_SOURCE)
+                .to_owned(),
+        })
+    }
+
+    /// The subject a topic is published to.
+    pub fn subject(&self, topic: &str) -> String {
+        format!("{}{topic}", self.subject_prefix)
+    }
+}
+
+/// Whether `s` is a subject one can publish to: non-empty tokens, no
+/// whitespace, no wildcards.
+pub(crate) fn valid_subject(s: &str) -> bool {
+    !s.is_empty()
+        && s.split('.')
+            .all(|t| !t.is_empty() && t != "*" && t != ">" && !t.contains(char::is_whitespace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_options_and_refuses_bad_ones() {
+        let c = NatsConfig::from_url(
+            "nats://u:pw@h1:4222,h2:4222?subject_prefix=app.&create_stream=APP",
+        )
+        .unwrap();
+        assert_eq!(c.subject("orders"), "app.orders");
+        assert_eq!(c.create_stream.as_deref(), Some("APP"));
+        assert_eq!(c.servers, "nats://u:pw@h1:4222,h2:4222");
+        assert!(!format!("{c:?}").contains("pw"));
+        for (url, needle) in [
+            ("nats://h?create_stream=APP", "subject_prefix ending in '.'"),
+            (
+                "nats://h?subject_prefix=a.&create_stream=A.B",
+                "not a valid stream name",
+            ),
+            ("nats://h/orders", "no path"),
+            ("nats://h?subject=x", "unknown option"),
+        ] {
+            let e = NatsConfig::from_url(url).unwrap_err().to_string();
+            assert!(e.contains(needle), "{url}: {e}");
+        }
+        assert!(valid_subject("app.orders") && !valid_subject("app..x") && !valid_subject("a b"));
+    }
+}

@@ -1,0 +1,181 @@
+//! `nats://`: JetStream. Each message goes to the subject
+//! `<subject_prefix><topic>` with the payload's JSON as the body and, as
+//! headers, `Nats-Msg-Id` = event_id (the server drops a duplicate within
+//! the stream's duplicate window), the CloudEvents binary-mode `ce-*`
+//! attributes, and the envelope's metadata under its field names
+//! (`event_id`, …, `headers` as a JSON object) so [`Envelope::from_fields`]
+//! reads it back. A batch is published in full, then every PubAck awaited.
+
+mod config;
+
+pub use config::NatsConfig;
+
+use crate::envelope::{field, Envelope};
+use crate::{Message, Outcome, PublishError, Publisher, Result};
+use async_nats::jetstream::{self, context::PublishErrorKind};
+use async_nats::HeaderMap;
+use futures_util::future::join_all;
+use std::future::IntoFuture;
+use tokio::sync::Mutex;
+
+/// The NATS JetStream publisher.
+#[derive(Debug)]
+pub struct NatsPublisher {
+    config: NatsConfig,
+    js: Mutex<Option<jetstream::Context>>,
+}
+
+impl NatsPublisher {
+    /// A publisher for `config`; connects on first use, so a relay started
+    /// while NATS is down keeps running and reports messages retryable.
+    pub fn new(config: NatsConfig) -> Self {
+        Self {
+            config,
+            js: Mutex::new(None),
+        }
+    }
+
+    /// Parses `url` (see [`NatsConfig::from_url`]) and builds the publisher.
+    pub fn from_url(url: &str) -> Result<Self> {
+        Ok(Self::new(NatsConfig::from_url(url)?))
+    }
+
+    /// The options in force.
+    pub fn config(&self) -> &NatsConfig {
+        &self.config
+    }
+
+    async fn context(&self) -> Result<jetstream::Context, PublishError> {
+        let mut slot = self.js.lock().await;
+        if let Some(js) = &*slot {
+            return Ok(js.clone());
+        }
+        let client = async_nats::ConnectOptions::new()
+            .connection_timeout(self.config.connect_timeout)
+            .connect(self.config.servers.as_str())
+            .await
+            .map_err(|e| PublishError::retryable(format!("nats unreachable: {e}")))?;
+        let mut js = jetstream::new(client);
+        js.set_timeout(self.config.ack_timeout);
+        if let Some(name) = &self.config.create_stream {
+            let subjects = format!("{}>", self.config.subject_prefix);
+            js.get_or_create_stream(jetstream::stream::Config {
+                name: name.clone(),
+                subjects: vec![subjects.clone()],
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| {
+                PublishError::retryable(format!(
+                    "nats: cannot create stream {name} for {subjects}: {e}"
+                ))
+            })?;
+        }
+        *slot = Some(js.clone());
+        Ok(js)
+    }
+
+    /// The subject, headers and body of `m`, or why it cannot be sent.
+    pub fn encode(&self, m: &Message) -> Result<(String, HeaderMap, bytes::Bytes), PublishError> {
+        let subject = self.config.subject(&m.topic);
+        if !config::valid_subject(&subject) {
+            return Err(PublishError::permanent(format!(
+                "nats: {subject:?} is not a valid subject to publish to"
+            )));
+        }
+        let e = Envelope::from(m);
+        let mut pairs = e.binary_headers(&self.config.source);
+        pairs.extend(e.metadata().into_iter().map(|(k, v)| (k.to_owned(), v)));
+        pairs.push((
+            field::HEADERS.to_owned(),
+            serde_json::to_string(&e.headers).expect("string map serializes"),
+        ));
+        pairs.push(("Nats-Msg-Id".to_owned(), e.event_id.to_string()));
+        let mut headers = HeaderMap::new();
+        for (k, v) in pairs {
+            // A line break would end the header block early on the wire.
+            if v.contains(['\r', '\n']) {
+                return Err(PublishError::permanent(format!(
+                    "nats: header {k} holds a line break, which NATS headers cannot carry"
+                )));
+            }
+            headers.insert(k.as_str(), v.as_str());
+        }
+        Ok((subject, headers, e.payload.to_string().into()))
+    }
+}
+
+impl Publisher for NatsPublisher {
+    fn name(&self) -> &str {
+        "nats"
+    }
+
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        let js = match self.context().await {
+            Ok(js) => js,
+            Err(e) => return vec![Err(e); batch.len()],
+        };
+        let mut acks = Vec::with_capacity(batch.len());
+        for m in batch {
+            let sent = match self.encode(m) {
+                Ok((subject, headers, body)) => js
+                    .publish_with_headers(subject.clone(), headers, body)
+                    .await
+                    .map(|ack| (subject, ack))
+                    .map_err(|e| classify(&e, &self.config.subject(&m.topic))),
+                Err(e) => Err(e),
+            };
+            acks.push(sent);
+        }
+        join_all(acks.into_iter().map(|sent| async move {
+            let (subject, ack) = sent?;
+            ack.into_future()
+                .await
+                .map(drop)
+                .map_err(|e| classify(&e, &subject))
+        }))
+        .await
+    }
+
+    async fn check(&self) -> Result<(), PublishError> {
+        let js = self.context().await?;
+        // The raw account-info request, read loosely: the typed one fails on
+        // servers older than the client (2.9 answers without newer fields).
+        let reply: jetstream::response::Response<serde_json::Value> = js
+            .request("INFO", &serde_json::json!({}))
+            .await
+            .map_err(|e| PublishError::retryable(format!("nats: JetStream unavailable: {e}")))?;
+        match reply {
+            jetstream::response::Response::Ok(_) => Ok(()),
+            jetstream::response::Response::Err { error } => Err(PublishError::retryable(format!(
+                "nats: JetStream unavailable: {error}"
+            ))),
+        }
+    }
+}
+
+/// No stream for the subject, or a JetStream error reply in the 4xx range
+/// (the message or its stream's limits refuse it), are permanent. Timeouts,
+/// a broken connection, backpressure and 5xx replies (JetStream unavailable,
+/// no quorum) are retryable.
+fn classify(e: &jetstream::context::PublishError, subject: &str) -> PublishError {
+    match e.kind() {
+        PublishErrorKind::StreamNotFound => PublishError::permanent(format!(
+            "nats: no JetStream stream captures subject {subject} (create one, or use create_stream=NAME)"
+        )),
+        PublishErrorKind::WrongLastMessageId | PublishErrorKind::WrongLastSequence => {
+            PublishError::permanent(format!("nats: {subject}: {e}"))
+        }
+        PublishErrorKind::Other => {
+            let api = std::error::Error::source(e)
+                .and_then(|s| s.downcast_ref::<jetstream::Error>());
+            match api {
+                Some(api) if (400..500).contains(&api.code()) => {
+                    PublishError::permanent(format!("nats refused {subject}: {api}"))
+                }
+                _ => PublishError::retryable(format!("nats: {subject}: {e}")),
+            }
+        }
+        _ => PublishError::retryable(format!("nats: {subject}: {e}")),
+    }
+}

@@ -1,0 +1,108 @@
+//! `redis://host:port[/db]?stream_prefix=…&maxlen=…`
+
+use crate::publishers::options::UrlOptions;
+use crate::Result;
+use std::time::Duration;
+
+/// Options of the Redis Streams publisher.
+#[derive(Clone)]
+pub struct RedisConfig {
+    /// The server URL without options (may hold a password: never printed).
+    pub(crate) server: url::Url,
+    /// Prepended to the topic to name the stream (default: none).
+    pub stream_prefix: String,
+    /// Trim each stream to about this many entries (`MAXLEN ~ N`).
+    pub maxlen: Option<u64>,
+    /// Give up opening a connection after this long (`connect_timeout`, default 5s).
+    pub connect_timeout: Duration,
+    /// Give up waiting for a reply after this long (`timeout`, default 30s).
+    pub response_timeout: Duration,
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field(
+                "server",
+                &crate::publishers::redact_url(self.server.as_str()),
+            )
+            .field("stream_prefix", &self.stream_prefix)
+            .field("maxlen", &self.maxlen)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Option names shared with the asynq publisher's URL.
+pub(crate) const CONNECTION_OPTIONS: [&str; 2] = ["connect_timeout", "timeout"];
+
+impl RedisConfig {
+    /// Parses and validates a `redis://` URL.
+    pub fn from_url(url: &str) -> Result<Self> {
+        let known = [&["stream_prefix", "maxlen"][..], &CONNECTION_OPTIONS[..]].concat();
+        let o = UrlOptions::parse("redis", url, &["redis"], &known)?;
+        check_db(&o)?;
+        let maxlen = o.parsed::<u64>("maxlen", "a positive whole number of entries")?;
+        if maxlen == Some(0) {
+            return Err(
+                o.error("option maxlen=0 would empty every stream; omit it to keep all entries")
+            );
+        }
+        let (connect_timeout, response_timeout) = timeouts(&o)?;
+        Ok(Self {
+            stream_prefix: o.get("stream_prefix").unwrap_or_default().to_owned(),
+            maxlen,
+            connect_timeout,
+            response_timeout,
+            server: o.base,
+        })
+    }
+
+    /// The stream a topic is written to.
+    pub fn stream(&self, topic: &str) -> String {
+        format!("{}{topic}", self.stream_prefix)
+    }
+}
+
+/// The database number, if any, must be a number.
+pub(crate) fn check_db(o: &UrlOptions) -> Result<()> {
+    let path = o.base.path().trim_start_matches('/');
+    if !path.is_empty() && path.parse::<u32>().is_err() {
+        return Err(o.error(format!(
+            "the path /{path} must be a database number such as /0"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn timeouts(o: &UrlOptions) -> Result<(Duration, Duration)> {
+    Ok((
+        o.duration("connect_timeout")?
+            .unwrap_or(Duration::from_secs(5)),
+        o.duration("timeout")?.unwrap_or(Duration::from_secs(30)),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_options_and_refuses_bad_ones() {
+        let c =
+            RedisConfig::from_url("redis://:pw@127.0.0.1:6379/2?stream_prefix=app.&maxlen=1000")
+                .unwrap();
+        assert_eq!(c.stream("orders"), "app.orders");
+        assert_eq!(c.maxlen, Some(1000));
+        assert!(!format!("{c:?}").contains("pw"));
+        for (url, needle) in [
+            ("redis://h?maxlen=0", "maxlen=0"),
+            ("redis://h?maxlen=lots", "maxlen=\"lots\""),
+            ("redis://h/x", "database number"),
+            ("redis://h?stream=x", "unknown option"),
+            ("redis://h?timeout=5", "duration"),
+        ] {
+            let e = RedisConfig::from_url(url).unwrap_err().to_string();
+            assert!(e.contains(needle), "{url}: {e}");
+        }
+    }
+}

@@ -1,0 +1,131 @@
+//! One lazily opened, multiplexed Redis connection and the error classes,
+//! shared by the `redis` and `asynq` publishers.
+//!
+//! The connection is opened on first use, not when the publisher is built,
+//! so a relay started while Redis is down keeps running and reports every
+//! message retryable until Redis is back.
+
+use crate::PublishError;
+use redis::aio::MultiplexedConnection;
+use redis::{AsyncConnectionConfig, ErrorKind, RedisError, ServerErrorKind, Value};
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// A Redis server, connected on demand.
+pub(crate) struct RedisConn {
+    client: redis::Client,
+    /// `host:port` only, for error messages.
+    addr: String,
+    config: AsyncConnectionConfig,
+    conn: Mutex<Option<MultiplexedConnection>>,
+}
+
+impl std::fmt::Debug for RedisConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConn")
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl RedisConn {
+    pub(crate) fn new(
+        url: &url::Url,
+        connect_timeout: Duration,
+        response_timeout: Duration,
+    ) -> Result<Self, RedisError> {
+        let client = redis::Client::open(url.as_str())?;
+        let addr = format!(
+            "{}:{}",
+            url.host_str().unwrap_or_default(),
+            url.port().unwrap_or(6379)
+        );
+        Ok(Self {
+            client,
+            addr,
+            config: AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(connect_timeout))
+                .set_response_timeout(Some(response_timeout)),
+            conn: Mutex::new(None),
+        })
+    }
+
+    async fn connection(&self) -> Result<MultiplexedConnection, PublishError> {
+        let mut slot = self.conn.lock().await;
+        if let Some(c) = &*slot {
+            return Ok(c.clone());
+        }
+        let c = self
+            .client
+            .get_multiplexed_async_connection_with_config(&self.config)
+            .await
+            .map_err(|e| {
+                PublishError::retryable(format!("redis at {} unreachable: {e}", self.addr))
+            })?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Sends `pipe` in one round trip and returns one reply per command,
+    /// error replies included (the pipeline must ignore errors), so each
+    /// message gets its own outcome. A connection-level failure fails the
+    /// whole call and drops the connection so the next call reconnects.
+    pub(crate) async fn query(&self, pipe: &redis::Pipeline) -> Result<Vec<Value>, PublishError> {
+        let mut c = self.connection().await?;
+        match pipe.query_async::<Vec<Value>>(&mut c).await {
+            Ok(replies) => Ok(replies),
+            Err(e) => {
+                if !matches!(e.kind(), ErrorKind::Server(_) | ErrorKind::Extension) {
+                    *self.conn.lock().await = None;
+                }
+                Err(classify(&e).in_context(&self.addr))
+            }
+        }
+    }
+}
+
+/// Error replies about the command itself (WRONGTYPE, ERR syntax, NOPERM,
+/// a script error, ...) are permanent: resending the same command gets the
+/// same reply. Replies that describe the server's state (LOADING, BUSY,
+/// OOM, READONLY, cluster moves) and everything below the protocol (I/O,
+/// timeouts, refused connections, failed authentication) are retryable:
+/// they are not the message's fault and must not burn its attempts.
+pub(crate) fn classify(e: &RedisError) -> PublishError {
+    const TRANSIENT_CODES: [&str; 4] = ["BUSY", "OOM", "MISCONF", "NOREPLICAS"];
+    let permanent = match e.kind() {
+        ErrorKind::Server(kind) => matches!(
+            kind,
+            ServerErrorKind::ResponseError
+                | ServerErrorKind::ExecAbort
+                | ServerErrorKind::CrossSlot
+                | ServerErrorKind::NoPerm
+        ),
+        ErrorKind::Extension => !e.code().is_some_and(|c| TRANSIENT_CODES.contains(&c)),
+        _ => false,
+    };
+    if permanent {
+        PublishError::permanent(format!("redis refused: {e}"))
+    } else {
+        PublishError::retryable(format!("redis: {e}"))
+    }
+}
+
+/// The outcome a pipeline reply stands for: an error reply is classified,
+/// anything else is success.
+pub(crate) fn reply_outcome(reply: Value) -> Result<Value, PublishError> {
+    match reply {
+        Value::ServerError(e) => Err(classify(&e.into())),
+        v => Ok(v),
+    }
+}
+
+trait InContext {
+    fn in_context(self, addr: &str) -> Self;
+}
+
+impl InContext for PublishError {
+    fn in_context(mut self, addr: &str) -> Self {
+        self.message = format!("{} (redis at {addr})", self.message);
+        self
+    }
+}

@@ -1,0 +1,182 @@
+//! The Kafka publisher against librdkafka's mock cluster: an in-process
+//! broker speaking the Kafka protocol (there is no Kafka broker on the
+//! machine; see docs/publishers-a.md). Each harness starts its own.
+#![cfg(feature = "publisher-kafka")]
+
+mod conformance;
+
+use conformance::{closed_port, unique, Harness, Received, Scope, Target};
+use outbox_relay::publishers::kafka::KafkaPublisher;
+use outbox_relay::Envelope;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::{BorrowedMessage, Headers};
+use rdkafka::mocking::MockCluster;
+use rdkafka::producer::DefaultProducerContext;
+use rdkafka::types::RDKafkaRespErr;
+use rdkafka::{ClientConfig, Message as _, Offset, TopicPartitionList};
+use std::time::Duration;
+
+/// A record as consumed: key, headers, value.
+type Record = (Option<String>, Vec<(String, String)>, String);
+
+struct KafkaHarness {
+    cluster: MockCluster<'static, DefaultProducerContext>,
+}
+
+impl KafkaHarness {
+    fn new() -> Self {
+        Self {
+            cluster: MockCluster::new(1).expect("mock cluster"),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("kafka://{}", self.cluster.bootstrap_servers())
+    }
+
+    fn topic(&self, label: &str) -> String {
+        let topic = unique(label);
+        self.cluster
+            .create_topic(&topic, 1, 1)
+            .expect("create topic");
+        topic
+    }
+
+    /// Every record of `topic` (one partition), oldest first, as the
+    /// consumer sees them; the high watermark says how many to expect.
+    fn records(&self, topic: &str) -> Vec<Record> {
+        let consumer: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", self.cluster.bootstrap_servers())
+            .set("group.id", unique("readback"))
+            .set("enable.auto.commit", "false")
+            .create()
+            .expect("consumer");
+        let (low, high) = consumer
+            .fetch_watermarks(topic, 0, Duration::from_secs(10))
+            .expect("watermarks");
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Beginning)
+            .unwrap();
+        consumer.assign(&tpl).unwrap();
+        let want = usize::try_from(high - low).unwrap();
+        let mut out = Vec::new();
+        // Bounded: the records are there (the watermark says so); polls only
+        // wait for the fetch to come back.
+        for _ in 0..200 {
+            if out.len() == want {
+                break;
+            }
+            if let Some(r) = consumer.poll(Duration::from_millis(100)) {
+                out.push(decode(&r.expect("consume")));
+            }
+        }
+        assert_eq!(
+            out.len(),
+            want,
+            "read every record up to the high watermark"
+        );
+        out
+    }
+}
+
+fn decode(m: &BorrowedMessage<'_>) -> Record {
+    let key = m.key().map(|k| String::from_utf8(k.to_vec()).unwrap());
+    let headers = m
+        .headers()
+        .map(|h| {
+            h.iter()
+                .map(|h| {
+                    (
+                        h.key.to_owned(),
+                        String::from_utf8(h.value.unwrap_or_default().to_vec()).unwrap(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let body = String::from_utf8(m.payload().unwrap_or_default().to_vec()).unwrap();
+    (key, headers, body)
+}
+
+impl Harness for KafkaHarness {
+    type P = KafkaPublisher;
+    const DEDUPES: bool = false;
+
+    async fn target(&self) -> Target<KafkaPublisher> {
+        Target {
+            publisher: KafkaPublisher::from_url(&self.url()).unwrap(),
+            topic: self.topic("orders"),
+        }
+    }
+
+    async fn another_topic(&self, _: &Target<KafkaPublisher>) -> String {
+        self.topic("other")
+    }
+
+    async fn read_back(&self, _: &Target<KafkaPublisher>, topic: &str) -> Vec<Received> {
+        self.records(topic)
+            .into_iter()
+            .map(|(key, headers, body)| {
+                let e = Envelope::from_fields(
+                    headers
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .chain([("payload", body.as_str())]),
+                )
+                .expect("headers and value decode");
+                assert_eq!(
+                    key.as_deref(),
+                    Some(e.aggregate_id.as_str()),
+                    "key = aggregate_id"
+                );
+                Received {
+                    event_id: e.event_id,
+                    payload: e.payload.clone(),
+                    envelope: Some(e),
+                }
+            })
+            .collect()
+    }
+
+    async fn unreachable(&self) -> KafkaPublisher {
+        let url = format!("kafka://127.0.0.1:{}?message_timeout=1s", closed_port());
+        KafkaPublisher::from_url(&url).unwrap()
+    }
+
+    async fn refused_topic(&self, _: &Target<KafkaPublisher>) -> (String, Scope) {
+        let topic = self.topic("forbidden");
+        self.cluster
+            .topic_error(
+                &topic,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+            )
+            .unwrap();
+        (topic, Scope::Topic)
+    }
+}
+
+conformance_suite!(KafkaHarness::new());
+
+#[tokio::test]
+async fn ce_headers_follow_the_kafka_binding() {
+    let h = KafkaHarness::new();
+    let t = h.target().await;
+    let m = conformance::message(&t.topic, 1);
+    assert!(
+        outbox_relay::Publisher::publish(&t.publisher, std::slice::from_ref(&m)).await[0].is_ok()
+    );
+    let (_, headers, body) = h.records(&t.topic).remove(0);
+    let get = |k: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.as_str())
+    };
+    assert_eq!(get("ce_id"), Some(m.event_id.to_string().as_str()));
+    assert_eq!(get("ce_type"), Some("order.created"));
+    assert_eq!(get("content-type"), Some("application/json"));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        m.payload
+    );
+}
