@@ -28,7 +28,7 @@ struct Cli {
     #[arg(long, env = "OUTBOX_CONFIG", global = true)]
     config: Option<PathBuf>,
     /// Log lines as `text` (for people) or `json` (one object per line, for
-    /// log shippers) [env: OUTBOX_LOG_FORMAT] [default: text]. Levels come from RUST_LOG.
+    /// log shippers); levels come from RUST_LOG [env: OUTBOX_LOG_FORMAT] [default: text].
     #[arg(long, global = true)]
     log_format: Option<String>,
     #[command(subcommand)]
@@ -41,7 +41,8 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Publish committed messages until SIGINT/SIGTERM (or one pass with --once).
     Relay(cmd::relay::Args),
-    /// Counts by status and the age of the oldest pending message.
+    /// Counts by status and topic (archived rows too), the age of the oldest
+    /// pending message; can fail past an age, for cron alerting.
     Stats(cmd::stats::Args),
     /// Dead-letter handling: list, show, replay, purge.
     Dead(cmd::dead::Args),

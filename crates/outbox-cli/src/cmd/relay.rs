@@ -117,8 +117,11 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     };
     let url = crate::db::require_url(settings.database_url.clone())?;
     // Each pipeline holds at most two connections at once (the store's and,
-    // for the postgres sink, the publisher's); the reaper and archiver one each.
-    let pool = crate::db::connect(&url, 2 * config.concurrency + 2).await?;
+    // for the postgres sink, the publisher's); the reaper and archiver one
+    // each. With metrics on, the backlog count and the two readiness probes
+    // get their own, so a busy relay does not turn unready waiting for one.
+    let observers = if metrics.is_some() { 3 } else { 0 };
+    let pool = crate::db::connect(&url, 2 * config.concurrency + 2 + observers).await?;
     let schema = settings.schema.clone();
     let store = Store::new(pool.clone(), schema.clone());
     store.check_migrated().await?;
