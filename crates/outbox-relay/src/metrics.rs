@@ -42,7 +42,9 @@ pub const LEASE_RECOVERED: &str = "outbox_lease_recovered_total";
 /// Histogram: seconds one publisher call took for a batch.
 pub const PUBLISH_DURATION: &str = "outbox_publish_duration_seconds";
 /// Histogram: seconds from the row's `created_at` to the destination's
-/// acknowledgement, per message.
+/// acknowledgement, per message. `created_at` is the database's clock (the
+/// producer's transaction start) and the acknowledgement the relay's, so
+/// clock skew between the two hosts shifts it.
 pub const COMMIT_TO_PUBLISH: &str = "outbox_commit_to_publish_seconds";
 /// Histogram: rows per non-empty claim.
 pub const CLAIM_BATCH_SIZE: &str = "outbox_claim_batch_size";
