@@ -56,7 +56,9 @@ pub struct Queries {
     /// $6 jsonb[] headers`.
     pub sink_insert: String,
     /// Creates the sink table where it does not exist (a sink database apart
-    /// from the outbox).
+    /// from the outbox), and adds the `headers` column to one made before
+    /// it existed. The ALTER runs only when needed: it requires owning the
+    /// table, which a least-privilege relay role does not.
     pub sink_create: String,
     /// Number of sink rows for `$1 int8` message id.
     pub sink_count_for_message: String,
@@ -179,8 +181,14 @@ impl Queries {
                    topic TEXT NOT NULL, payload JSONB NOT NULL, publisher TEXT NOT NULL, \
                    created_at TIMESTAMPTZ NOT NULL DEFAULT now(), \
                    headers JSONB NOT NULL DEFAULT '{}'); \
-                 ALTER TABLE {schema}.published_events \
-                   ADD COLUMN IF NOT EXISTS headers JSONB NOT NULL DEFAULT '{}'"),
+                 DO $sink$ BEGIN \
+                   IF NOT EXISTS (SELECT 1 FROM pg_attribute \
+                                   WHERE attrelid = '{schema}.published_events'::regclass \
+                                     AND attname = 'headers' AND NOT attisdropped) THEN \
+                     ALTER TABLE {schema}.published_events \
+                       ADD COLUMN headers JSONB NOT NULL DEFAULT '{}'; \
+                   END IF; \
+                 END $sink$"),
             sink_count_for_message: r(
                 "SELECT count(*) FROM {schema}.published_events WHERE message_id = $1",
             ),
