@@ -16,7 +16,11 @@ async fn relay_serves_metrics_and_readiness_until_the_database_goes() {
     t.exec(&format!(
         "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
          SELECT 'e', 'a', i::text, CASE WHEN i % 2 = 0 THEN 'orders' ELSE 'refunds' END, '{{}}' \
-           FROM generate_series(1, {N}) AS i"
+           FROM generate_series(2, {N}) AS i; \
+         INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
+           status, attempts, locked_by, locked_at) \
+         VALUES ('e', 'a', '1', 'refunds', '{{}}', 'processing', 1, 'a-dead-relay', \
+                 now() - interval '1 hour')"
     ))
     .await;
     let proxy = Proxy::start(upstream());
@@ -59,7 +63,14 @@ async fn relay_serves_metrics_and_readiness_until_the_database_goes() {
     assert_eq!(sum(&text, "outbox_breaker_open"), 0.0);
     assert_eq!(sum(&text, "outbox_publish_failures_total"), 0.0);
     assert_eq!(sum(&text, "outbox_dead_total"), 0.0);
-    assert_eq!(sum(&text, "outbox_claim_batch_size_count"), 4.0, "{text}");
+    // Every row claimed once: the abandoned claim only after the reaper
+    // recovered it.
+    assert_eq!(
+        sum(&text, "outbox_claim_batch_size_sum"),
+        N as f64,
+        "{text}"
+    );
+    assert_eq!(sum(&text, "outbox_lease_recovered_total"), 1.0, "{text}");
     assert_eq!(
         sum(&text, "outbox_commit_to_publish_seconds_count"),
         N as f64
