@@ -5,6 +5,8 @@
 mod cmd;
 mod config;
 mod db;
+mod http;
+mod logging;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -25,6 +27,10 @@ struct Cli {
     /// TOML configuration file; environment variables and flags override it.
     #[arg(long, env = "OUTBOX_CONFIG", global = true)]
     config: Option<PathBuf>,
+    /// Log lines as `text` (for people) or `json` (one object per line, for
+    /// log shippers); levels come from RUST_LOG [env: OUTBOX_LOG_FORMAT] [default: text].
+    #[arg(long, global = true)]
+    log_format: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -35,7 +41,8 @@ enum Command {
     Migrate(cmd::migrate::Args),
     /// Publish committed messages until SIGINT/SIGTERM (or one pass with --once).
     Relay(cmd::relay::Args),
-    /// Counts by status and the age of the oldest pending message.
+    /// Counts by status and topic (archived rows too), the age of the oldest
+    /// pending message; can fail past an age, for cron alerting.
     Stats(cmd::stats::Args),
     /// Dead-letter handling: list, show, replay, purge.
     Dead(cmd::dead::Args),
@@ -53,13 +60,17 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    // Every command checks the whole configuration first, so a bad value
+    // fails before anything is written (and before logging is set up, as
+    // the log format is part of it).
+    let settings = match load_settings(&cli) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    logging::init(settings.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -67,7 +78,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    match runtime.block_on(run(cli, settings)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -76,22 +87,26 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+fn load_settings(cli: &Cli) -> Result<config::Settings, config::ConfigErrors> {
     let mut flags = Vec::new();
-    if let Some(u) = cli.database_url {
-        flags.push(("database_url", u));
+    if let Some(u) = &cli.database_url {
+        flags.push(("database_url", u.clone()));
     }
-    if let Some(s) = cli.schema {
-        flags.push(("schema", s));
+    if let Some(s) = &cli.schema {
+        flags.push(("schema", s.clone()));
+    }
+    if let Some(f) = &cli.log_format {
+        flags.push(("log_format", f.clone()));
     }
     match &cli.command {
         Command::Relay(a) => flags.extend(a.flags.pairs()),
         Command::Config(a) => flags.extend(a.flags()),
         _ => {}
     }
-    // Every command checks the whole configuration first, so a bad value
-    // fails before anything is written.
-    let settings = config::load(cli.config.as_deref(), &flags, |k| std::env::var(k).ok())?;
+    config::load(cli.config.as_deref(), &flags, |k| std::env::var(k).ok())
+}
+
+async fn run(cli: Cli, settings: config::Settings) -> anyhow::Result<()> {
     let url = settings.database_url.clone();
     let schema = settings.schema.clone();
     match cli.command {

@@ -12,8 +12,11 @@
 //! - [`clock`]: the injected clock.
 //! - [`dead`]: dead-letter handling ([`DeadLetters`]: list, show, replay, purge).
 //! - [`archive`]: the [`Archiver`], moving old sent/dead rows out of the live tables.
+//! - [`metrics`]: every metric's name, and the events that log and count;
+//!   [`backlog`]: the background task behind the backlog gauges.
 
 pub mod archive;
+pub mod backlog;
 #[cfg(feature = "publisher-postgres")]
 pub mod bench;
 mod clock;
@@ -22,6 +25,7 @@ pub mod envelope;
 mod error;
 mod listener;
 mod message;
+pub mod metrics;
 pub mod publisher;
 pub mod publishers;
 pub mod relay;
@@ -29,6 +33,7 @@ pub mod retry;
 pub mod store;
 
 pub use archive::{ArchiveStats, Archiver};
+pub use backlog::BacklogGauges;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dead::{DeadLetters, NotReplayed, ReplayTarget};
 pub use envelope::Envelope;

@@ -54,6 +54,8 @@ pub enum InvalidMessage {
     NulByte(&'static str),
     /// Two messages in one `enqueue_many` call share an event_id.
     DuplicateEventId(uuid::Uuid),
+    /// A `traceparent` or `tracestate` that does not follow W3C Trace Context.
+    BadTraceContext(&'static str),
 }
 
 impl fmt::Display for InvalidMessage {
@@ -71,6 +73,7 @@ impl fmt::Display for InvalidMessage {
             Self::BadVersion(v) => write!(f, "event_version must be >= 1, got {v}"),
             Self::NulByte(field) => write!(f, "{field} contains a NUL byte"),
             Self::DuplicateEventId(id) => write!(f, "event_id {id} appears twice in one batch"),
+            Self::BadTraceContext(why) => f.write_str(why),
         }
     }
 }

@@ -25,6 +25,9 @@
 //! - [`Inbox`]: consumer-side deduplication by `event_id`.
 //! - [`sql`]: every SQL statement of the project, and the migrations.
 //! - [`Schema`]: the validated schema name, the only identifier spliced into SQL.
+//! - Trace context: [`NewMessage::trace_context`] (and, with the
+//!   `opentelemetry` feature, `NewMessage::current_trace_context`) put the
+//!   W3C `traceparent`/`tracestate` in the headers the relay forwards.
 //! - Drivers: tokio-postgres (feature `tokio-postgres`, default) and sqlx
 //!   (feature `sqlx`), both through [`Executor`].
 
@@ -34,6 +37,7 @@ mod inbox;
 mod message;
 mod schema;
 pub mod sql;
+mod trace;
 
 pub use driver::Executor;
 #[cfg(feature = "tokio-postgres")]
@@ -42,6 +46,7 @@ pub use error::{Error, InvalidMessage, Result};
 pub use inbox::{Delivery, Inbox};
 pub use message::{Enqueued, NewMessage};
 pub use schema::{validate_identifier, Schema, DEFAULT_SCHEMA};
+pub use trace::{TRACEPARENT, TRACESTATE};
 
 use message::Columns;
 use std::sync::Arc;

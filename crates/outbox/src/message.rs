@@ -69,6 +69,53 @@ impl NewMessage {
         self
     }
 
+    /// Carries a W3C trace context: `traceparent` (checked) and, if given
+    /// and not empty, `tracestate`, as the headers of the same names. Every
+    /// publisher forwards headers, so the consumer can continue the trace.
+    ///
+    /// ```
+    /// use outbox::NewMessage;
+    /// let msg = NewMessage::new("order.created", "order", "42", &1).unwrap()
+    ///     .trace_context("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", Some("rojo=1"))
+    ///     .unwrap();
+    /// assert!(NewMessage::new("e", "a", "1", &1).unwrap().trace_context("nope", None).is_err());
+    /// ```
+    pub fn trace_context(mut self, traceparent: &str, tracestate: Option<&str>) -> Result<Self> {
+        crate::trace::check_traceparent(traceparent).map_err(Error::InvalidMessage)?;
+        self.headers
+            .insert(crate::trace::TRACEPARENT.to_owned(), traceparent.to_owned());
+        match tracestate.filter(|s| !s.is_empty()) {
+            Some(state) => {
+                crate::trace::check_tracestate(state).map_err(Error::InvalidMessage)?;
+                self.headers
+                    .insert(crate::trace::TRACESTATE.to_owned(), state.to_owned());
+            }
+            None => {
+                self.headers.remove(crate::trace::TRACESTATE);
+            }
+        }
+        Ok(self)
+    }
+
+    /// Carries the trace context of the current OpenTelemetry span (see
+    /// [`Self::trace_context`]); unchanged outside a valid span.
+    #[cfg(feature = "opentelemetry")]
+    pub fn current_trace_context(mut self) -> Self {
+        use crate::trace::{check_tracestate, TRACEPARENT, TRACESTATE};
+        let Some((parent, state)) = crate::trace::current() else {
+            return self;
+        };
+        // OpenTelemetry formats valid ids itself; a tracestate too long to
+        // carry is dropped rather than failing the caller's enqueue.
+        self.headers.insert(TRACEPARENT.to_owned(), parent);
+        if !state.is_empty() && check_tracestate(&state).is_ok() {
+            self.headers.insert(TRACESTATE.to_owned(), state);
+        } else {
+            self.headers.remove(TRACESTATE);
+        }
+        self
+    }
+
     /// Uses a caller-chosen event id (for example one derived from a request
     /// id, so a retried request cannot enqueue the same event twice). Without
     /// it a time-ordered UUIDv7 is generated.

@@ -1,6 +1,8 @@
 use crate::config::Settings;
+use crate::http;
 use outbox_relay::publishers::{AnyPublisher, PublisherContext};
-use outbox_relay::{archive, Archiver, Relay, Store};
+use outbox_relay::{archive, backlog, Archiver, BacklogGauges, Relay, Store};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -66,9 +68,16 @@ pub struct RelayFlags {
     /// [env: OUTBOX_ARCHIVE_AFTER] [default: off].
     #[arg(long)]
     archive_after: Option<String>,
-    /// Serve metrics on this address, e.g. 127.0.0.1:9090 [env: OUTBOX_METRICS_ADDR].
+    /// Serve /metrics, /healthz and /readyz on this address, e.g.
+    /// 127.0.0.1:9090 (0.0.0.0:9090 to listen beyond this host)
+    /// [env: OUTBOX_METRICS_ADDR] [default: off].
     #[arg(long)]
     metrics_addr: Option<String>,
+    /// Distinct topics that keep their own `topic` label on
+    /// outbox_published_total (later ones count as `_other`), or `off` to
+    /// drop the label [env: OUTBOX_METRICS_TOPICS] [default: 100].
+    #[arg(long)]
+    metrics_topics: Option<String>,
 }
 
 impl RelayFlags {
@@ -89,6 +98,7 @@ impl RelayFlags {
             ("rate_limit", &self.rate_limit),
             ("archive_after", &self.archive_after),
             ("metrics_addr", &self.metrics_addr),
+            ("metrics_topics", &self.metrics_topics),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.clone().map(|v| (k, v)))
@@ -99,10 +109,21 @@ impl RelayFlags {
 pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     let config = settings.relay_config();
     config.validate()?;
+    // Installed before anything emits, so the first values are not lost.
+    let metrics = match (settings.metrics_addr, args.once) {
+        (Some(_), false) => {
+            outbox_relay::metrics::set_topic_labels(settings.metrics_topics);
+            Some(crate::http::install_recorder()?)
+        }
+        _ => None,
+    };
     let url = crate::db::require_url(settings.database_url.clone())?;
     // Each pipeline holds at most two connections at once (the store's and,
-    // for the postgres sink, the publisher's); the reaper and archiver one each.
-    let pool = crate::db::connect(&url, 2 * config.concurrency + 2).await?;
+    // for the postgres sink, the publisher's); the reaper and archiver one
+    // each. With metrics on, the backlog count and the two readiness probes
+    // get their own, so a busy relay does not turn unready waiting for one.
+    let observers = if metrics.is_some() { 3 } else { 0 };
+    let pool = crate::db::connect(&url, 2 * config.concurrency + 2 + observers).await?;
     let schema = settings.schema.clone();
     let store = Store::new(pool.clone(), schema.clone());
     store.check_migrated().await?;
@@ -111,20 +132,24 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
         schema,
         relay_id: config.relay_id.clone(),
     };
-    let publisher = AnyPublisher::from_url(&settings.publisher, &ctx).await?;
+    // Shared with the readiness probe, which checks the same destination.
+    let publisher = Arc::new(AnyPublisher::from_url(&settings.publisher, &ctx).await?);
     let listen_config: tokio_postgres::Config = url.parse()?;
-    let relay = Relay::new(store, publisher, config)?.with_listener(listen_config);
+    let relay = Relay::new(store, publisher.clone(), config)?.with_listener(listen_config);
     if args.once {
         relay.reap().await?;
         println!("{}", relay.run_once().await?);
         return Ok(());
     }
-    if let Some(addr) = settings.metrics_addr {
-        // Accepted and validated now so configs can carry it; the metrics
-        // endpoint itself is not served by this build yet.
-        tracing::warn!(%addr, "metrics_addr is set but this build serves no metrics yet");
-    }
     let shutdown = CancellationToken::new();
+    if let (Some(addr), Some(handle)) = (settings.metrics_addr, metrics) {
+        let probes = http::Probes::new(relay.store().clone(), publisher);
+        let server = http::bind(addr, handle, probes, shutdown.clone()).await?;
+        tokio::spawn(server);
+        let gauges = BacklogGauges::new(relay.store().clone(), backlog::Config::default())?;
+        let stop = shutdown.clone();
+        tokio::spawn(async move { gauges.run(stop).await });
+    }
     tokio::spawn(signal_shutdown(shutdown.clone()));
     if let Some(after) = relay.config().archive_after {
         let archiver = Archiver::new(

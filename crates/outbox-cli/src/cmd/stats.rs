@@ -1,5 +1,9 @@
+use anyhow::bail;
 use outbox::Schema;
+use outbox_relay::store::TopicCounts;
 use outbox_relay::Store;
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// `outbox stats`.
 #[derive(Debug, clap::Args)]
@@ -7,29 +11,85 @@ pub struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Only this topic.
+    #[arg(long)]
+    topic: Option<String>,
+    /// Exit non-zero (after printing) when the oldest pending message is
+    /// older than this, e.g. 5m: for cron-style alerting.
+    #[arg(long, value_parser = super::parse_duration, value_name = "DURATION")]
+    fail_if_oldest_pending_over: Option<Duration>,
 }
+
+/// Statuses of the live tables, in the order they are printed.
+const LIVE: [&str; 5] = ["pending", "processing", "failed", "dead", "sent"];
+/// Archived rows, by the status they were archived with.
+const ARCHIVED: [(&str, &str); 2] = [("sent", "archived_sent"), ("dead", "archived_dead")];
 
 pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
     let pool = crate::db::connect(&crate::db::require_url(url)?, 1).await?;
     let store = Store::new(pool, schema);
     store.check_migrated().await?;
-    let counts = store.count_messages_by_status().await?;
-    let oldest = store.oldest_pending_age().await?.map(|d| d.as_secs_f64());
+    let topic = args.topic.as_deref();
+    let by_topic = store.count_by_topic(topic).await?;
+    let oldest = store.oldest_pending_age_of(topic).await?;
+    let mut totals = TopicCounts::new();
+    for counts in by_topic.values() {
+        for (status, n) in counts {
+            *totals.entry(status.clone()).or_default() += n;
+        }
+    }
+    let get = |c: &TopicCounts, k: &str| c.get(k).copied().unwrap_or(0);
+    let live =
+        |c: &TopicCounts| -> BTreeMap<&str, i64> { LIVE.iter().map(|s| (*s, get(c, s))).collect() };
+    let archived = |c: &TopicCounts| -> BTreeMap<&str, i64> {
+        ARCHIVED.iter().map(|(s, k)| (*s, get(c, k))).collect()
+    };
+    let oldest_secs = oldest.map(|d| d.as_secs_f64());
     if args.json {
+        let topics: BTreeMap<&str, serde_json::Value> = by_topic
+            .iter()
+            .map(|(t, c)| {
+                let v = serde_json::json!({ "counts": live(c), "archived": archived(c) });
+                (t.as_str(), v)
+            })
+            .collect();
         let v = serde_json::json!({
             "schema": store.schema().name(),
-            "counts": counts,
-            "oldest_pending_age_seconds": oldest,
-            "dead": counts.get("dead").copied().unwrap_or(0),
+            "topic": topic,
+            "counts": live(&totals),
+            "archived": archived(&totals),
+            "dead": get(&totals, "dead"),
+            "oldest_pending_age_seconds": oldest_secs,
+            "topics": topics,
         });
         println!("{v}");
     } else {
-        for (status, n) in &counts {
+        for (status, n) in live(&totals) {
             println!("{status}={n}");
         }
-        match oldest {
+        for (status, n) in archived(&totals) {
+            println!("archived_{status}={n}");
+        }
+        match oldest_secs {
             Some(s) => println!("oldest_pending_age_seconds={s:.3}"),
             None => println!("oldest_pending_age_seconds=none"),
+        }
+        for (t, c) in &by_topic {
+            let cells: Vec<String> = LIVE
+                .iter()
+                .map(|s| format!("{s}={}", get(c, s)))
+                .chain(ARCHIVED.iter().map(|(_, k)| format!("{k}={}", get(c, k))))
+                .collect();
+            println!("topic {t:?}: {}", cells.join(" "));
+        }
+    }
+    if let (Some(limit), Some(age)) = (args.fail_if_oldest_pending_over, oldest) {
+        if age > limit {
+            bail!(
+                "oldest pending message is {} old, over the limit of {}",
+                humantime::format_duration(Duration::from_secs(age.as_secs())),
+                humantime::format_duration(limit)
+            );
         }
     }
     Ok(())

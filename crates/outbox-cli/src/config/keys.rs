@@ -111,6 +111,18 @@ pub const KEYS: &[Key] = &[
         "--metrics-addr",
         None,
     ),
+    key(
+        "metrics_topics",
+        "OUTBOX_METRICS_TOPICS",
+        "--metrics-topics",
+        Some("100"),
+    ),
+    key(
+        "log_format",
+        "OUTBOX_LOG_FORMAT",
+        "--log-format",
+        Some("text"),
+    ),
 ];
 
 /// The key called `name`.

@@ -9,7 +9,9 @@ mod parse;
 
 pub use keys::{Key, KEYS};
 
+use crate::logging::LogFormat;
 use outbox::Schema;
+use outbox_relay::metrics::TopicLabels;
 use outbox_relay::{RelayConfig, RetryPolicy};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -110,8 +112,12 @@ pub struct Settings {
     pub rate_limit: Option<u32>,
     /// Archive sent rows older than this, from the relay, if set.
     pub archive_after: Option<Duration>,
-    /// Where metrics will be served, if set.
+    /// Where metrics and health probes are served, if set.
     pub metrics_addr: Option<SocketAddr>,
+    /// How topics label `outbox_published_total`.
+    pub metrics_topics: TopicLabels,
+    /// Log lines for people or for machines.
+    pub log_format: LogFormat,
     /// The config file read, if any.
     pub file: Option<PathBuf>,
     raw: BTreeMap<&'static str, Raw>,
@@ -296,6 +302,12 @@ impl Settings {
                 |s| parse::optional(s, parse::socket_addr),
                 None
             ),
+            metrics_topics: field!(
+                "metrics_topics",
+                parse::topic_labels,
+                TopicLabels::default()
+            ),
+            log_format: field!("log_format", parse::log_format, LogFormat::Text),
             file: file.map(Path::to_owned),
             raw: raw.clone(),
         }
@@ -349,7 +361,12 @@ impl Settings {
                     // Numbers as TOML numbers (rate_limit may also be "off").
                     let numeric = matches!(
                         k.name,
-                        "batch_size" | "max_attempts" | "concurrency" | "jitter" | "rate_limit"
+                        "batch_size"
+                            | "max_attempts"
+                            | "concurrency"
+                            | "jitter"
+                            | "rate_limit"
+                            | "metrics_topics"
                     ) && v.trim().parse::<f64>().is_ok_and(f64::is_finite);
                     if numeric {
                         format!("{} = {}", k.name, v.trim())

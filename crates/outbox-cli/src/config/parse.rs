@@ -2,6 +2,8 @@
 //! what was expected. The caller adds the key, the value and its source.
 
 use crate::cmd::parse_duration;
+use crate::logging::LogFormat;
+use outbox_relay::metrics::TopicLabels;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -81,6 +83,26 @@ pub fn socket_addr(s: &str) -> Result<SocketAddr, String> {
     s.trim()
         .parse()
         .map_err(|_| "expected an address such as 127.0.0.1:9090 or [::]:9090".into())
+}
+
+/// How many distinct topics label `outbox_published_total`: a number, or
+/// `off` to drop the label.
+pub fn topic_labels(s: &str) -> Result<TopicLabels, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "off" | "none" | "0" => Ok(TopicLabels::Off),
+        _ => number(s, 1, 100_000)
+            .map(TopicLabels::Capped)
+            .map_err(|e| format!("{e}, or off to drop the topic label")),
+    }
+}
+
+/// `text` or `json`.
+pub fn log_format(s: &str) -> Result<LogFormat, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "text" => Ok(LogFormat::Text),
+        "json" => Ok(LogFormat::Json),
+        _ => Err("expected text or json".into()),
+    }
 }
 
 /// A PostgreSQL URL (`postgres://` or `postgresql://`) or a libpq

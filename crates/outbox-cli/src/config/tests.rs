@@ -181,3 +181,27 @@ fn check_output_loads_back_as_a_config_file() {
     assert_eq!(again.metrics_addr, first.metrics_addr);
     assert_eq!(again.relay_id, None);
 }
+
+#[test]
+fn observability_keys() {
+    let s = load(None, &[], env_of(&[])).unwrap();
+    assert_eq!(s.metrics_topics, TopicLabels::Capped(100));
+    assert_eq!(s.log_format, LogFormat::Text);
+    let f = file("metrics_topics = \"off\"\nlog_format = \"json\"\n");
+    let s = load(Some(f.path()), &[], env_of(&[])).unwrap();
+    assert_eq!(s.metrics_topics, TopicLabels::Off);
+    assert_eq!(s.log_format, LogFormat::Json);
+    let flags = [("metrics_topics", "20".to_owned())];
+    let s = load(Some(f.path()), &flags, env_of(&[])).unwrap();
+    assert_eq!(s.metrics_topics, TopicLabels::Capped(20));
+    let env = env_of(&[
+        ("OUTBOX_LOG_FORMAT", "xml"),
+        ("OUTBOX_METRICS_TOPICS", "lots"),
+    ]);
+    let e = load(None, &[], env).unwrap_err().to_string();
+    assert!(
+        e.contains("log_format = \"xml\" (from env OUTBOX_LOG_FORMAT): expected text or json"),
+        "{e}"
+    );
+    assert!(e.contains("metrics_topics"), "{e}");
+}

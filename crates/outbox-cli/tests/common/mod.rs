@@ -2,6 +2,8 @@
 
 #![allow(dead_code)] // each test file uses its own part
 
+pub mod net;
+
 use outbox_testkit::TestSchema;
 use std::process::{Command, Output};
 

@@ -24,6 +24,7 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 
 impl Breaker {
     pub(crate) fn new(max_backoff: Duration) -> Self {
+        crate::metrics::breaker(false);
         Self {
             open: AtomicBool::new(false),
             state: Mutex::new(Probe {
@@ -48,6 +49,7 @@ impl Breaker {
                 "breaker open: destination unreachable, claiming paused"
             );
             st.backoff = FIRST_BACKOFF;
+            crate::metrics::breaker(true);
         }
         st.next_at = Instant::now() + st.backoff;
     }
@@ -66,6 +68,7 @@ impl Breaker {
                     publisher,
                     "breaker closed: destination reachable, claiming resumed"
                 );
+                crate::metrics::breaker(false);
             }
             st.backoff = FIRST_BACKOFF;
         } else {

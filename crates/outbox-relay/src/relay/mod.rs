@@ -186,6 +186,7 @@ impl<P: Publisher> Relay<P> {
             });
         };
         let messages = claimed.messages;
+        crate::metrics::claimed(messages.len());
         let work = async {
             if let Some(limiter) = &self.limiter {
                 if let Some(n) = NonZeroU32::new(messages.len() as u32) {
@@ -210,6 +211,7 @@ impl<P: Publisher> Relay<P> {
     /// the publisher is still busy, so a slow destination does not let a
     /// second relay take the rows over and publish them again.
     async fn publish_keeping_lease(&self, messages: &[Message], lease: &mut Lease) -> Vec<Outcome> {
+        let started = std::time::Instant::now();
         let publish = self.publisher.publish(messages);
         tokio::pin!(publish);
         let half = self.config.lease / 2;
@@ -239,6 +241,12 @@ impl<P: Publisher> Relay<P> {
             ));
             outcomes = vec![Err(e); messages.len()];
         }
+        crate::metrics::batch_published(
+            self.publisher.name(),
+            messages,
+            &outcomes,
+            started.elapsed(),
+        );
         outcomes
     }
 
@@ -324,6 +332,7 @@ impl<P: Publisher> Relay<P> {
             dead,
             released,
         } = self.store.settle_messages(lease, &p).await?;
+        crate::metrics::settled(failed, dead, released);
         let expected = (p.sent.len() + p.failed.len() + p.dead.len() + p.released.len()) as u64;
         let settled = sent + failed + dead + released;
         if settled < expected {
@@ -342,9 +351,7 @@ impl<P: Publisher> Relay<P> {
     /// Recovers rows whose lease expired.
     pub async fn reap(&self) -> Result<usize> {
         let ids = self.store.reap_expired_leases(self.config.lease).await?;
-        if !ids.is_empty() {
-            tracing::warn!(count = ids.len(), "recovered messages from expired leases");
-        }
+        crate::metrics::lease_recovered(ids.len());
         Ok(ids.len())
     }
 

@@ -14,9 +14,11 @@ use tokio_postgres::Row;
 
 mod archive;
 mod dead;
+mod stats;
 
 pub use archive::{ArchiveBatch, ArchiveBatchParams};
 pub use dead::{DeadListParams, DeadMessage, ReplayParams};
+pub use stats::{Backlog, TopicCounts};
 
 /// The relay's handle on the outbox tables of one schema.
 #[derive(Clone)]

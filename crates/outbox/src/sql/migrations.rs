@@ -37,6 +37,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "notify",
         sql: include_str!("migrations/0003_notify.sql"),
     },
+    Migration {
+        version: 4,
+        name: "sink_headers",
+        sql: include_str!("migrations/0004_sink_headers.sql"),
+    },
 ];
 
 /// The SQL script that creates or upgrades `schema` to the latest version.

@@ -10,6 +10,7 @@ mod dead;
 mod grants;
 mod migrations;
 mod queries;
+mod stats;
 
 pub use archive::ArchiveQueries;
 pub use bench::BenchQueries;
@@ -17,6 +18,7 @@ pub use dead::{DeadQueries, DEAD_COLUMNS};
 pub use grants::grants;
 pub use migrations::{migrate_script, Migration, MIGRATIONS};
 pub use queries::Queries;
+pub use stats::StatsQueries;
 
 use crate::Schema;
 

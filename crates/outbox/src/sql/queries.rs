@@ -1,7 +1,7 @@
 //! Every statement the library, the relay and the demo run, rendered once
 //! per schema. Each field documents its parameters and result columns.
 
-use super::{render, ArchiveQueries, DeadQueries};
+use super::{render, ArchiveQueries, DeadQueries, StatsQueries};
 use crate::Schema;
 
 /// Columns the relay reads for each claimed message, in this order.
@@ -52,14 +52,18 @@ pub struct Queries {
     pub oldest_pending_age: String,
 
     /// PostgreSQL sink: `$1 int8[] message ids, $2 uuid[] event ids,
-    /// $3 text[] topics, $4 jsonb[] payloads, $5 publisher name`.
+    /// $3 text[] topics, $4 jsonb[] payloads, $5 publisher name,
+    /// $6 jsonb[] headers`.
     pub sink_insert: String,
     /// Creates the sink table where it does not exist (a sink database apart
-    /// from the outbox).
+    /// from the outbox), and adds the `headers` column to one made before
+    /// it existed. The ALTER runs only when needed: it requires owning the
+    /// table, which a least-privilege relay role does not.
     pub sink_create: String,
     /// Number of sink rows for `$1 int8` message id.
     pub sink_count_for_message: String,
-    /// Sink rows in id order after `$1 int8` (exclusive): `(id, event_id, topic, payload)`.
+    /// Sink rows in id order after `$1 int8` (exclusive):
+    /// `(id, event_id, topic, payload, headers)`.
     pub sink_read_after: String,
 
     /// Demo: create the business table.
@@ -77,6 +81,8 @@ pub struct Queries {
     pub dead: DeadQueries,
     /// Archiving.
     pub archive: ArchiveQueries,
+    /// Metrics and `outbox stats`.
+    pub stats: StatsQueries,
 }
 
 impl Queries {
@@ -165,18 +171,29 @@ impl Queries {
                    FROM {schema}.messages WHERE status IN ('pending', 'failed') \
                   ORDER BY id LIMIT 1"),
             sink_insert: r("INSERT INTO {schema}.published_events \
-                 (message_id, event_id, topic, payload, publisher) \
-                 SELECT m, e, t, p, $5 \
-                   FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::jsonb[]) AS u(m, e, t, p)"),
+                 (message_id, event_id, topic, payload, publisher, headers) \
+                 SELECT m, e, t, p, $5, h \
+                   FROM unnest($1::int8[], $2::uuid[], $3::text[], $4::jsonb[], $6::jsonb[]) \
+                     AS u(m, e, t, p, h)"),
             sink_create: r("CREATE SCHEMA IF NOT EXISTS {schema}; \
                  CREATE TABLE IF NOT EXISTS {schema}.published_events ( \
                    id BIGSERIAL PRIMARY KEY, message_id BIGINT NOT NULL, event_id UUID NOT NULL, \
                    topic TEXT NOT NULL, payload JSONB NOT NULL, publisher TEXT NOT NULL, \
-                   created_at TIMESTAMPTZ NOT NULL DEFAULT now())"),
+                   created_at TIMESTAMPTZ NOT NULL DEFAULT now(), \
+                   headers JSONB NOT NULL DEFAULT '{}'); \
+                 DO $sink$ BEGIN \
+                   IF NOT EXISTS (SELECT 1 FROM pg_attribute \
+                                   WHERE attrelid = '{schema}.published_events'::regclass \
+                                     AND attname = 'headers' AND NOT attisdropped) THEN \
+                     ALTER TABLE {schema}.published_events \
+                       ADD COLUMN headers JSONB NOT NULL DEFAULT '{}'; \
+                   END IF; \
+                 END $sink$"),
             sink_count_for_message: r(
                 "SELECT count(*) FROM {schema}.published_events WHERE message_id = $1",
             ),
-            sink_read_after: r("SELECT id, event_id, topic, payload FROM {schema}.published_events \
+            sink_read_after: r("SELECT id, event_id, topic, payload, headers \
+                   FROM {schema}.published_events \
                   WHERE id > $1 ORDER BY id LIMIT 1000"),
             demo_create_orders: r("CREATE TABLE IF NOT EXISTS {schema}.demo_orders ( \
                    id BIGSERIAL PRIMARY KEY, order_no TEXT NOT NULL UNIQUE, \
@@ -195,6 +212,7 @@ impl Queries {
             ),
             dead: DeadQueries::new(schema),
             archive: ArchiveQueries::new(schema),
+            stats: StatsQueries::new(schema),
         }
     }
 }

@@ -1,6 +1,9 @@
 //! `postgres`: writes each message to `<schema>.published_events`, in the
 //! outbox database or (with a `postgres://` URL) in another one.
 //!
+//! Each row keeps the message's headers (`headers` column), so a consumer
+//! reading the sink sees the producer's trace context.
+//!
 //! The insert is its own transaction, never the claim's: publishing happens
 //! outside any outbox transaction, exactly as with a real broker.
 
@@ -68,6 +71,9 @@ impl PostgresPublisher {
         let event_ids: Vec<uuid::Uuid> = batch.iter().map(|m| m.event_id).collect();
         let topics: Vec<&str> = batch.iter().map(|m| m.topic.as_str()).collect();
         let payloads: Vec<&serde_json::Value> = batch.iter().map(|m| &m.payload).collect();
+        // Headers as a JSON object, as producers wrote them (trace context, ...).
+        let headers: Vec<serde_json::Value> =
+            batch.iter().map(|m| serde_json::json!(m.headers)).collect();
         let stmt = client
             .prepare_cached(&self.q.sink_insert)
             .await
@@ -75,7 +81,14 @@ impl PostgresPublisher {
         client
             .execute(
                 &stmt,
-                &[&ids, &event_ids, &topics, &payloads, &self.publisher],
+                &[
+                    &ids,
+                    &event_ids,
+                    &topics,
+                    &payloads,
+                    &self.publisher,
+                    &headers,
+                ],
             )
             .await
             .map(drop)

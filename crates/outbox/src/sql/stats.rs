@@ -1,0 +1,53 @@
+//! Observability statements: the backlog gauges the relay refreshes on an
+//! interval, and the full breakdown `outbox stats` prints on demand.
+
+use super::render;
+use crate::Schema;
+
+/// Statements for metrics and `outbox stats`, for one schema.
+#[derive(Debug, Clone)]
+pub struct StatsQueries {
+    /// → `(pending, processing, failed, dead)` counts of the hot table.
+    /// Cheap enough to run every few seconds: the hot table holds only
+    /// unsent rows (sent ones move to `messages_sent`), and each count is
+    /// answered from the partial index whose predicate implies its status.
+    pub backlog: String,
+    /// `$1 text topic or NULL` → `(topic, status, count)` over the hot
+    /// table, `messages_sent` and `archived_messages` (status `archived_sent`
+    /// / `archived_dead`). A full count, for `outbox stats` only.
+    pub by_topic: String,
+    /// `$1 text topic or NULL` → age in seconds of the oldest message
+    /// waiting to be published (pending or failed), or no row.
+    pub oldest_pending_age: String,
+    /// `SELECT 1`: the readiness probe's round trip.
+    pub ping: String,
+}
+
+impl StatsQueries {
+    /// Renders the statements for `schema`.
+    pub fn new(schema: &Schema) -> Self {
+        let r = |t: &str| render(t, schema);
+        Self {
+            backlog: r("SELECT \
+                   (SELECT count(*) FROM {schema}.messages WHERE status = 'pending'), \
+                   (SELECT count(*) FROM {schema}.messages WHERE status = 'processing'), \
+                   (SELECT count(*) FROM {schema}.messages WHERE status = 'failed'), \
+                   (SELECT count(*) FROM {schema}.messages WHERE status = 'dead')"),
+            by_topic: r("SELECT topic, status, count(*) FROM {schema}.messages \
+                  WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status \
+                 UNION ALL \
+                 SELECT topic, 'sent', count(*) FROM {schema}.messages_sent \
+                  WHERE $1::text IS NULL OR topic = $1 GROUP BY topic \
+                 UNION ALL \
+                 SELECT topic, 'archived_' || status, count(*) FROM {schema}.archived_messages \
+                  WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status"),
+            // By id on the claimable index: the first match is the oldest
+            // (ids and created_at grow together), so no scan of the backlog.
+            oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 \
+                   FROM {schema}.messages \
+                  WHERE status IN ('pending', 'failed') AND ($1::text IS NULL OR topic = $1) \
+                  ORDER BY id LIMIT 1"),
+            ping: "SELECT 1".to_owned(),
+        }
+    }
+}
