@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::net::Running;
 use common::{ok, outbox};
 use outbox_testkit::{TestDatabase, TestSchema};
 use std::process::Stdio;
@@ -124,6 +125,7 @@ async fn a_twenty_second_sink_outage_dead_letters_nothing() {
     .stdout(Stdio::null())
     .stderr(Stdio::piped())
     .spawn()
+    .map(Running)
     .unwrap();
     // Wait until the relay has created the sink table: it is up.
     let table_exists = format!(
@@ -151,12 +153,12 @@ async fn a_twenty_second_sink_outage_dead_letters_nothing() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     // SIGTERM: a clean exit with status 0.
-    let pid = relay.id().to_string();
+    let pid = relay.0.id().to_string();
     std::process::Command::new("kill")
         .args(["-TERM", &pid])
         .status()
         .unwrap();
-    let status = relay.wait().unwrap();
+    let status = relay.0.wait().unwrap();
     assert_eq!(
         (dead_during, sent_during),
         (0, 0),

@@ -5,17 +5,18 @@
 
 mod common;
 
+use common::net::Running;
 use common::outbox;
 use outbox_testkit::TestSchema;
 use rand::Rng;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 const BATCH: i64 = 50;
 
-fn start_relay(schema: &str) -> Child {
+fn start_relay(schema: &str) -> Running {
     outbox(
         schema,
         &[
@@ -33,6 +34,7 @@ fn start_relay(schema: &str) -> Child {
     .stdout(Stdio::null())
     .stderr(Stdio::null())
     .spawn()
+    .map(Running)
     .expect("start relay")
 }
 
@@ -76,8 +78,8 @@ async fn kill_nine_storm_loses_nothing_and_publishes_nothing_rolled_back() {
     while kills < 20 {
         let wait = rand::thread_rng().gen_range(100..700);
         tokio::time::sleep(Duration::from_millis(wait)).await;
-        relay.kill().expect("kill -9"); // SIGKILL: no shutdown handler runs
-        relay.wait().unwrap();
+        relay.0.kill().expect("kill -9"); // SIGKILL: no shutdown handler runs
+        relay.0.wait().unwrap();
         kills += 1;
         relay = start_relay(t.name());
     }
@@ -92,8 +94,8 @@ async fn kill_nine_storm_loses_nothing_and_publishes_nothing_rolled_back() {
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    relay.kill().unwrap();
-    relay.wait().unwrap();
+    relay.0.kill().unwrap();
+    relay.0.wait().unwrap();
 
     let rows = t.count("SELECT count(*) FROM {schema}.all_messages").await;
     let sent = t

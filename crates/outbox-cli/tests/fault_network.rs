@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::net::Running;
 use common::outbox;
 use outbox_testkit::{database_url, FaultyProxy, TestSchema};
 use std::process::{Command, Stdio};
@@ -65,6 +66,7 @@ async fn slow_then_flapping_database_link() {
     .stdout(Stdio::null())
     .stderr(Stdio::null())
     .spawn()
+    .map(Running)
     .unwrap();
 
     // Slow: 20 ms on every chunk each way.
@@ -88,14 +90,14 @@ async fn slow_then_flapping_database_link() {
     proxy.refuse(false);
     let sent = wait_sent(&t, 675).await;
     assert!(
-        relay.try_wait().unwrap().is_none(),
+        relay.0.try_wait().unwrap().is_none(),
         "the relay must not exit on a flapping link"
     );
     Command::new("kill")
-        .args(["-TERM", &relay.id().to_string()])
+        .args(["-TERM", &relay.0.id().to_string()])
         .status()
         .unwrap();
-    let status = relay.wait().unwrap();
+    let status = relay.0.wait().unwrap();
 
     let published = t
         .count("SELECT count(*) FROM {schema}.published_events")

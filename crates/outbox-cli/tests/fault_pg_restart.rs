@@ -2,6 +2,9 @@
 //! cut, crash recovery on start) and comes back: the relay reconnects by
 //! itself, keeps running, and every committed message ends sent.
 
+mod common;
+
+use common::net::Running;
 use outbox_tempdb::EmbeddedPostgres;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -73,6 +76,7 @@ async fn the_relay_rides_out_a_postgres_restart() {
     .stdout(Stdio::null())
     .stderr(Stdio::null())
     .spawn()
+    .map(Running)
     .unwrap();
 
     let sent = "SELECT count(*) FROM outbox.messages_sent";
@@ -85,19 +89,19 @@ async fn the_relay_rides_out_a_postgres_restart() {
     pg.stop_server().unwrap();
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
-        relay.try_wait().unwrap().is_none(),
+        relay.0.try_wait().unwrap().is_none(),
         "the relay must not exit while the database is down"
     );
     pg.start_server().unwrap();
 
     enqueue(&url).await;
     let total = wait_for(&url, sent, 400).await;
-    assert!(relay.try_wait().unwrap().is_none(), "still running");
+    assert!(relay.0.try_wait().unwrap().is_none(), "still running");
     Command::new("kill")
-        .args(["-TERM", &relay.id().to_string()])
+        .args(["-TERM", &relay.0.id().to_string()])
         .status()
         .unwrap();
-    let status = relay.wait().unwrap();
+    let status = relay.0.wait().unwrap();
 
     assert_eq!(total, 400, "every committed message ends sent");
     assert_eq!(
