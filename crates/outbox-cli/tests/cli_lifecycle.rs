@@ -11,14 +11,10 @@ use outbox_testkit::TestSchema;
 async fn dead_then_replayed_then_sent_then_archived() {
     let t = TestSchema::new("cli_lifecycle").await;
     // The sink refuses topic 'poison' with a permanent error.
+    t.sink_rejects("poison", "check_violation", "poison refused")
+        .await;
     t.exec(
-        "CREATE FUNCTION {schema}.reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
-         BEGIN IF NEW.topic = 'poison' THEN \
-           RAISE EXCEPTION 'poison refused' USING ERRCODE = 'check_violation'; END IF; \
-         RETURN NEW; END $$; \
-         CREATE TRIGGER reject_poison BEFORE INSERT ON {schema}.published_events \
-           FOR EACH ROW EXECUTE FUNCTION {schema}.reject_poison(); \
-         INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
          VALUES ('e', 'a', '1', 'good', '{}'), ('e', 'a', '2', 'poison', '{}');",
     )
     .await;

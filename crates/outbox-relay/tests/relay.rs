@@ -258,15 +258,8 @@ async fn crash_window_publishes_twice_and_the_inbox_processes_once() {
 #[tokio::test]
 async fn permanent_sink_errors_go_dead_and_do_not_stop_the_rest() {
     let t = TestSchema::new("relay_poison").await;
-    t.exec(
-        "CREATE FUNCTION {schema}.reject_poison() RETURNS trigger LANGUAGE plpgsql AS $$ \
-         BEGIN IF NEW.topic = 'poison' THEN \
-           RAISE EXCEPTION 'poison refused' USING ERRCODE = 'check_violation'; END IF; \
-         RETURN NEW; END $$; \
-         CREATE TRIGGER reject_poison BEFORE INSERT ON {schema}.published_events \
-           FOR EACH ROW EXECUTE FUNCTION {schema}.reject_poison();",
-    )
-    .await;
+    t.sink_rejects("poison", "check_violation", "poison refused")
+        .await;
     enqueue(&t, 3, "good").await;
     enqueue(&t, 1, "poison").await;
     enqueue(&t, 3, "good").await;
@@ -312,15 +305,8 @@ async fn retryable_rejections_back_off_then_go_dead_after_max_attempts() {
     let t = TestSchema::new("relay_retryable").await;
     // The sink is up but refuses this topic with a retryable SQLSTATE
     // (serialization_failure): the messages, not the destination, fail.
-    t.exec(
-        "CREATE FUNCTION {schema}.flaky() RETURNS trigger LANGUAGE plpgsql AS $$ \
-         BEGIN IF NEW.topic = 'flaky' THEN \
-           RAISE EXCEPTION 'try later' USING ERRCODE = 'serialization_failure'; END IF; \
-         RETURN NEW; END $$; \
-         CREATE TRIGGER flaky BEFORE INSERT ON {schema}.published_events \
-           FOR EACH ROW EXECUTE FUNCTION {schema}.flaky();",
-    )
-    .await;
+    t.sink_rejects("flaky", "serialization_failure", "try later")
+        .await;
     enqueue(&t, 2, "flaky").await;
     let clock = Arc::new(outbox_relay::ManualClock::new(chrono::Utc::now()));
     let config = RelayConfig {

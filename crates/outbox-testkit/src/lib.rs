@@ -85,6 +85,22 @@ impl TestSchema {
             .get(0)
     }
 
+    /// Makes the PostgreSQL sink (`published_events`) refuse rows of
+    /// `topic` with SQLSTATE condition `errcode` and `message`, through a
+    /// trigger named `reject_<topic>` (drop it to let them through).
+    pub async fn sink_rejects(&self, topic: &str, errcode: &str, message: &str) {
+        outbox::validate_identifier(topic).expect("a plain topic name");
+        self.exec(&format!(
+            "CREATE FUNCTION {{schema}}.reject_{topic}() RETURNS trigger LANGUAGE plpgsql AS $$ \
+             BEGIN IF NEW.topic = '{topic}' THEN \
+               RAISE EXCEPTION '{message}' USING ERRCODE = '{errcode}'; END IF; \
+             RETURN NEW; END $$; \
+             CREATE TRIGGER reject_{topic} BEFORE INSERT ON {{schema}}.published_events \
+               FOR EACH ROW EXECUTE FUNCTION {{schema}}.reject_{topic}();"
+        ))
+        .await;
+    }
+
     /// Runs statements (with `{schema}` replaced).
     pub async fn exec(&self, sql: &str) {
         let sql = sql.replace("{schema}", &self.schema.quoted());
