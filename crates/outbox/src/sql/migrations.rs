@@ -42,6 +42,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "sink_headers",
         sql: include_str!("migrations/0004_sink_headers.sql"),
     },
+    Migration {
+        version: 5,
+        name: "hot_claims",
+        sql: include_str!("migrations/0005_hot_claims.sql"),
+    },
 ];
 
 /// The SQL script that creates or upgrades `schema` to the latest version.

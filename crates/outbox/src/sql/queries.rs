@@ -104,6 +104,7 @@ impl Queries {
                 "WITH c AS ( \
                    SELECT id FROM {{schema}}.messages \
                     WHERE status IN ('pending', 'failed') AND next_run_at <= now() \
+                      AND dead_at IS NULL \
                     ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) \
                  UPDATE {{schema}}.messages m \
                     SET status = 'processing', attempts = m.attempts + 1, \
@@ -168,7 +169,8 @@ impl Queries {
             count_by_status: r("SELECT status, count(*) FROM {schema}.messages GROUP BY status \
                  UNION ALL SELECT 'sent', count(*) FROM {schema}.messages_sent"),
             oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 \
-                   FROM {schema}.messages WHERE status IN ('pending', 'failed') \
+                   FROM {schema}.messages \
+                  WHERE status IN ('pending', 'failed') AND dead_at IS NULL \
                   ORDER BY id LIMIT 1"),
             sink_insert: r("INSERT INTO {schema}.published_events \
                  (message_id, event_id, topic, payload, publisher, headers) \

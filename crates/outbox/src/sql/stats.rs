@@ -45,7 +45,8 @@ impl StatsQueries {
             // (ids and created_at grow together), so no scan of the backlog.
             oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 \
                    FROM {schema}.messages \
-                  WHERE status IN ('pending', 'failed') AND ($1::text IS NULL OR topic = $1) \
+                  WHERE status IN ('pending', 'failed') AND dead_at IS NULL \
+                    AND ($1::text IS NULL OR topic = $1) \
                   ORDER BY id LIMIT 1"),
             ping: "SELECT 1".to_owned(),
         }
