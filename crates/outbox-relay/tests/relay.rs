@@ -361,7 +361,8 @@ async fn claim_cost_does_not_grow_with_settled_rows_ahead() {
         let sql = Queries::new(&t.schema)
             .claim
             .replace("$1", "500")
-            .replace("$2", "'probe'");
+            .replace("$2", "'probe'")
+            .replace("$3", "0");
         let pool = t.pool.clone();
         async move {
             let mut client = pool.get().await.unwrap();
@@ -427,6 +428,7 @@ async fn claims_are_hot_updates() {
             .claim_messages(outbox_relay::store::ClaimParams {
                 limit: 500,
                 relay_id: "hot",
+                from_id: 0,
             })
             .await
             .unwrap()

@@ -34,6 +34,11 @@ pub struct RelayConfig {
     pub shutdown_grace: Duration,
     /// Longest pause between probes of a destination that is down.
     pub breaker_max_backoff: Duration,
+    /// How often a claim reads the claimable index from id 0 instead of
+    /// from the claim floor, for rows that went back to the queue below it
+    /// without this relay knowing (another relay's failures, the reaper,
+    /// replays). See [`crate::relay::ClaimCursor`].
+    pub sweep_interval: Duration,
 }
 
 impl Default for RelayConfig {
@@ -51,6 +56,7 @@ impl Default for RelayConfig {
             archive_after: None,
             shutdown_grace: Duration::from_secs(10),
             breaker_max_backoff: Duration::from_secs(30),
+            sweep_interval: Duration::from_secs(5),
         }
     }
 }
@@ -85,6 +91,9 @@ impl RelayConfig {
         }
         if self.reap_interval.is_zero() {
             return bad("reap interval must be positive".into());
+        }
+        if self.sweep_interval.is_zero() {
+            return bad("sweep interval must be positive".into());
         }
         self.retry.validate().map_err(Error::Config)
     }

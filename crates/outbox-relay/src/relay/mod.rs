@@ -7,9 +7,11 @@
 
 mod breaker;
 mod config;
+mod cursor;
 mod run;
 
 pub use config::{default_relay_id, RelayConfig};
+pub use cursor::{ClaimCursor, ClaimSnapshot};
 
 use crate::clock::{Clock, SystemClock};
 use crate::publisher::Publisher;
@@ -18,7 +20,7 @@ use crate::{Message, Outcome, PublishError, Result};
 use breaker::Breaker;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 /// What one pass did; printed by `outbox relay --once`.
@@ -86,6 +88,8 @@ pub struct Relay<P> {
     breaker: Breaker,
     limiter: Option<DefaultDirectRateLimiter>,
     listen: Option<tokio_postgres::Config>,
+    /// Where claims start reading; shared by the pipelines.
+    cursor: Mutex<ClaimCursor>,
 }
 
 impl<P> std::fmt::Debug for Relay<P> {
@@ -111,10 +115,11 @@ impl<P: Publisher> Relay<P> {
             breaker: Breaker::new(config.breaker_max_backoff),
             store,
             publisher,
-            config,
             clock: Arc::new(SystemClock),
             limiter,
             listen: None,
+            cursor: Mutex::new(ClaimCursor::new(config.sweep_interval)),
+            config,
         })
     }
 
@@ -139,6 +144,12 @@ impl<P: Publisher> Relay<P> {
     /// The store.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// The claim cursor (never held across an await).
+    fn cursor(&self) -> std::sync::MutexGuard<'_, ClaimCursor> {
+        // Bookkeeping only: a panic elsewhere leaves it usable.
+        self.cursor.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether the circuit breaker is open (destination unreachable).
@@ -171,13 +182,22 @@ impl<P: Publisher> Relay<P> {
                 .min(self.config.rate_limit.unwrap_or(u32::MAX) as usize),
             None => self.config.batch_size,
         };
+        let from_id = self.cursor().next_from(self.clock.now());
         let claimed = self
             .store
             .claim_messages(ClaimParams {
                 limit: limit as i64,
                 relay_id: &self.config.relay_id,
+                from_id,
             })
             .await?;
+        if let (Some(first), Some(last), Some(snapshot)) = (
+            claimed.messages.first(),
+            claimed.messages.last(),
+            claimed.snapshot,
+        ) {
+            self.cursor().claimed(from_id, first.id, last.id, snapshot);
+        }
         let (Some(mut lease), false) = (claimed.lease, claimed.messages.is_empty()) else {
             return Ok(PublishedBatch {
                 lease: None,
@@ -326,6 +346,14 @@ impl<P: Publisher> Relay<P> {
         p: SettleParams,
         mut stats: PassStats,
     ) -> Result<PassStats> {
+        {
+            // Rows going back to the queue sit below the claim floor.
+            let mut cursor = self.cursor();
+            p.failed
+                .iter()
+                .for_each(|(id, _, at)| cursor.failed(*id, *at));
+            p.released.iter().for_each(|id| cursor.released(*id));
+        }
         let Settled {
             sent,
             failed,

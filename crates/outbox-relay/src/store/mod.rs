@@ -2,6 +2,7 @@
 //! text itself lives in [`outbox::sql::Queries`]; this module binds
 //! parameters and decodes rows. The relay loop holds no SQL.
 
+use crate::relay::ClaimSnapshot;
 use crate::{Error, Message, Result};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -57,6 +58,8 @@ pub struct ClaimParams<'a> {
     pub limit: i64,
     /// Written to `locked_by`.
     pub relay_id: &'a str,
+    /// Lowest id to read (see [`crate::relay::ClaimCursor`]); 0 reads all.
+    pub from_id: i64,
 }
 
 /// A claimed batch: messages in id order and the lease they share.
@@ -66,6 +69,8 @@ pub struct Claimed {
     pub messages: Vec<Message>,
     /// `None` when nothing was claimed.
     pub lease: Option<Lease>,
+    /// The snapshot the claim ran under; `None` when nothing was claimed.
+    pub snapshot: Option<ClaimSnapshot>,
 }
 
 /// Parameters of [`Store::settle_messages`].
@@ -148,15 +153,25 @@ impl Store {
     pub async fn claim_messages(&self, p: ClaimParams<'_>) -> Result<Claimed> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(&self.q.claim).await?;
-        let rows = client.query(&stmt, &[&p.limit, &p.relay_id]).await?;
+        let rows = client
+            .query(&stmt, &[&p.limit, &p.relay_id, &p.from_id])
+            .await?;
         let lease = rows.first().map(|r| Lease {
             relay_id: p.relay_id.to_owned(),
             locked_at: r.get(11),
         });
+        let snapshot = rows.first().map(|r| ClaimSnapshot {
+            xmin: r.get(12),
+            xmax: r.get(13),
+        });
         let mut messages: Vec<Message> = rows.iter().map(message_from_row).collect();
         // UPDATE ... RETURNING does not keep the CTE's order.
         messages.sort_unstable_by_key(|m| m.id);
-        Ok(Claimed { messages, lease })
+        Ok(Claimed {
+            messages,
+            lease,
+            snapshot,
+        })
     }
 
     /// Settles a batch in one statement, guarded by the lease.

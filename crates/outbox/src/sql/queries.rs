@@ -21,9 +21,12 @@ pub struct Queries {
     /// Inbox: `$1 event_id text, $2 topic` → rows affected (1 first time, 0 duplicate).
     pub inbox_record: String,
 
-    /// Claim a batch: `$1 int8 limit, $2 relay id` → [`CLAIM_COLUMNS`].
-    /// Claimable means pending, or failed and due. `SKIP LOCKED` lets many
-    /// relays claim disjoint batches without waiting on each other.
+    /// Claim a batch: `$1 int8 limit, $2 relay id, $3 int8 lowest id to
+    /// read` → [`CLAIM_COLUMNS`], then the claim snapshot's xmin and xmax
+    /// (`int8`). Claimable means pending, or failed and due. `SKIP LOCKED`
+    /// lets many relays claim disjoint batches without waiting on each
+    /// other. The snapshot tells the relay when no transaction that was
+    /// running at the claim can still commit a row below what it claimed.
     pub claim: String,
     /// Settle a batch in one round trip. The lease is `(locked_by, locked_at)`:
     /// `$1 int8[] sent ids, $2 relay id, $3 timestamptz claimed locked_at,
@@ -103,14 +106,16 @@ impl Queries {
             claim: r(&format!(
                 "WITH c AS ( \
                    SELECT id FROM {{schema}}.messages \
-                    WHERE status IN ('pending', 'failed') AND next_run_at <= now() \
+                    WHERE id >= $3 AND status IN ('pending', 'failed') AND next_run_at <= now() \
                       AND dead_at IS NULL \
-                    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED) \
+                    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), \
+                 s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap) \
                  UPDATE {{schema}}.messages m \
                     SET status = 'processing', attempts = m.attempts + 1, \
                         locked_by = $2, locked_at = now() \
-                   FROM c WHERE m.id = c.id \
-                 RETURNING {CLAIM_COLUMNS}"
+                   FROM c, s WHERE m.id = c.id \
+                 RETURNING {CLAIM_COLUMNS}, \
+                   pg_snapshot_xmin(s.snap)::text::int8, pg_snapshot_xmax(s.snap)::text::int8"
             )),
             settle: r("WITH sent AS ( \
                    DELETE FROM {schema}.messages \
