@@ -41,7 +41,7 @@ pub async fn latency(
     seconds: u32,
     notify: bool,
 ) -> Result<Latency> {
-    let schema = Schema::new(&format!("outbox_bench_{:08x}", rand::random::<u32>()))?;
+    let schema = super::fresh_schema()?;
     {
         let client = pool.get().await?;
         outbox::migrate(&**client, &schema).await?;
@@ -161,7 +161,7 @@ pub async fn idle_queries_per_second(
     seconds: u32,
     notify: bool,
 ) -> Result<f64> {
-    let schema = Schema::new(&format!("outbox_bench_{:08x}", rand::random::<u32>()))?;
+    let schema = super::fresh_schema()?;
     outbox::migrate(&**pool.get().await?, &schema).await?;
     let result = async {
         let relay = Relay::new(

@@ -6,13 +6,20 @@
 //! through the real engine and the PostgreSQL publisher.
 
 mod latency;
+mod produce;
+mod progress;
+mod soak;
 pub use latency::{idle_queries_per_second, latency, Latency};
+pub use produce::{produce, ProduceMode, ProduceParams, ProduceResult};
+pub use progress::{Counting, Progress};
+pub use soak::{soak, Soak, SoakParams, SoakSlice};
 
 use crate::publishers::postgres::PostgresPublisher;
 use crate::{Error, Relay, RelayConfig, Result, Store};
 use deadpool_postgres::Pool;
 use outbox::sql::{BenchQueries, Queries};
 use outbox::Schema;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -79,15 +86,22 @@ pub async fn drain(
     concurrency: usize,
     messages: u64,
     batch_size: usize,
+    progress: &Progress,
 ) -> Result<DrainResult> {
-    let schema = Schema::new(&format!("outbox_bench_{:08x}", rand::random::<u32>()))?;
-    let result = drain_in(pool, &schema, algorithm, concurrency, messages, batch_size).await;
+    let schema = fresh_schema()?;
+    let result = drain_in(
+        pool,
+        &schema,
+        algorithm,
+        concurrency,
+        messages,
+        batch_size,
+        progress,
+    )
+    .await;
     let client = pool.get().await?;
     client
-        .batch_execute(&format!(
-            "DROP SCHEMA IF EXISTS {} CASCADE",
-            schema.quoted()
-        ))
+        .batch_execute(&BenchQueries::new(&schema).drop_schema)
         .await?;
     result
 }
@@ -99,6 +113,7 @@ async fn drain_in(
     concurrency: usize,
     messages: u64,
     batch_size: usize,
+    progress: &Progress,
 ) -> Result<DrainResult> {
     let bq = BenchQueries::new(schema);
     let q = Arc::new(Queries::new(schema));
@@ -116,6 +131,7 @@ async fn drain_in(
             client.batch_execute(&bq.vacuum_seed).await?;
         }
     }
+    let done = progress.start(algorithm.key(), messages);
     let started = Instant::now();
     match algorithm {
         Algorithm::Seed => {
@@ -135,6 +151,7 @@ async fn drain_in(
                         .execute(&publish, &[&id, &topic, &payload, &"bench"])
                         .await?;
                     client.execute(&mark, &[&id, &"bench"]).await?;
+                    done.fetch_add(1, Ordering::Relaxed);
                 }
             }
         }
@@ -146,7 +163,13 @@ async fn drain_in(
                 &bq.delete_batch
             };
             let stmt = client.prepare(sql).await?;
-            while client.execute(&stmt, &[&limit, &"bench"]).await? > 0 {}
+            loop {
+                let n = client.execute(&stmt, &[&limit, &"bench"]).await?;
+                if n == 0 {
+                    break;
+                }
+                done.fetch_add(n, Ordering::Relaxed);
+            }
         }
         Algorithm::Relay => {
             let config = RelayConfig {
@@ -157,44 +180,34 @@ async fn drain_in(
                 idle_sleep: Duration::from_millis(5),
                 ..RelayConfig::default()
             };
-            let publisher = PostgresPublisher::new(pool.clone(), q.clone(), "bench");
+            let publisher = Counting::new(
+                PostgresPublisher::new(pool.clone(), q.clone(), "bench"),
+                done.clone(),
+            );
             let relay = Relay::new(Store::new(pool.clone(), schema.clone()), publisher, config)?;
-            if concurrency <= 1 {
-                while relay.run_once().await?.claimed > 0 {}
-            } else {
-                // Parallel pipelines: the real loop, until the backlog is gone.
-                let stop = tokio_util::sync::CancellationToken::new();
-                let watch = async {
-                    let client = pool.get().await?;
-                    while client
-                        .query_one(&q.demo_unsettled, &[])
-                        .await?
-                        .get::<_, i64>(0)
-                        > 0
-                    {
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                    stop.cancel();
-                    Ok::<_, Error>(())
-                };
-                let (ran, watched) = tokio::join!(relay.run(stop.clone()), watch);
-                ran?;
-                watched?;
-            }
+            // The real loop (every pipeline, the reaper), stopped once the
+            // backlog is gone. The check reads the first entry of the
+            // claimable index, so it costs the database next to nothing; a
+            // count would scan the table every few milliseconds and slow
+            // down what it measures.
+            let stop = tokio_util::sync::CancellationToken::new();
+            let watch = async {
+                let client = pool.get().await?;
+                let first_unsettled = client.prepare(&bq.first_unsettled).await?;
+                while !client.query(&first_unsettled, &[]).await?.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(2)).await;
+                }
+                stop.cancel();
+                Ok::<_, Error>(())
+            };
+            let (ran, watched) = tokio::join!(relay.run(stop.clone()), watch);
+            ran?;
+            watched?;
         }
     }
     let elapsed = started.elapsed();
     let client = pool.get().await?;
-    let published: i64 = client
-        .query_one(
-            &format!(
-                "SELECT count(DISTINCT message_id) FROM {}.published_events",
-                schema.quoted()
-            ),
-            &[],
-        )
-        .await?
-        .get(0);
+    let published: i64 = client.query_one(&bq.published_distinct, &[]).await?.get(0);
     let unsent: i64 = if algorithm == Algorithm::Relay {
         client.query_one(&q.demo_unsettled, &[]).await?.get(0)
     } else {
@@ -211,6 +224,14 @@ async fn drain_in(
         messages,
         elapsed,
     })
+}
+
+/// A schema name no other bench run uses.
+fn fresh_schema() -> Result<Schema> {
+    Ok(Schema::new(&format!(
+        "outbox_bench_{:08x}",
+        rand::random::<u32>()
+    ))?)
 }
 
 /// The median of `values` (upper median for an even count).

@@ -10,6 +10,19 @@ use crate::Schema;
 pub struct BenchQueries {
     /// Preloads `$1 int8` pending messages into `<schema>.messages`.
     pub preload_outbox: String,
+    /// Preloads `$1 int8` pending messages numbered after `$2 int8` (for a
+    /// backlog loaded in slices).
+    pub preload_outbox_from: String,
+    /// `(heap bytes, index bytes, dead tuples)` of `<schema>.messages`.
+    pub hot_table_health: String,
+    /// One hand-written enqueue, as an application would write it without
+    /// the library: `$1 event_type, $2 aggregate_type, $3 aggregate_id,
+    /// $4 topic, $5 jsonb payload`.
+    pub hand_insert: String,
+    /// Rows in `<schema>.messages`.
+    pub outbox_rows: String,
+    /// Turns the NOTIFY trigger off (`produce` without NOTIFY).
+    pub notify_off: String,
     /// Creates the seed-shaped table and its index.
     pub seed_create: String,
     /// Preloads `$1 int8` pending rows into the seed-shaped table.
@@ -26,6 +39,9 @@ pub struct BenchQueries {
     /// The DELETE limit: claim, insert into the sink and DELETE in one
     /// statement: `$1 int8 limit, $2 publisher` → rows.
     pub delete_batch: String,
+    /// The id of the first outbox message not yet settled (no row once the
+    /// relay is done), read from the claimable index.
+    pub first_unsettled: String,
     /// Rows of the seed-shaped table not yet sent.
     pub seed_unsent: String,
     /// Distinct messages in the sink.
@@ -52,6 +68,19 @@ impl BenchQueries {
                  SELECT 'bench.event', 'bench', g::text, 'bench', \
                         jsonb_build_object('i', g, 'pad', repeat('x', 100)) \
                    FROM generate_series(1, $1::int8) g"),
+            preload_outbox_from: r("INSERT INTO {schema}.messages \
+                 (event_type, aggregate_type, aggregate_id, topic, payload) \
+                 SELECT 'bench.event', 'bench', g::text, 'bench', \
+                        jsonb_build_object('i', g, 'pad', repeat('x', 100)) \
+                   FROM generate_series($2::int8 + 1, $2::int8 + $1::int8) g"),
+            hot_table_health: r("SELECT pg_relation_size('{schema}.messages'), \
+                        pg_indexes_size('{schema}.messages'), \
+                        pg_stat_get_dead_tuples('{schema}.messages'::regclass)"),
+            hand_insert: r("INSERT INTO {schema}.messages \
+                 (event_type, aggregate_type, aggregate_id, topic, payload) \
+                 VALUES ($1, $2, $3, $4, $5)"),
+            outbox_rows: r("SELECT count(*) FROM {schema}.messages"),
+            notify_off: r("ALTER TABLE {schema}.messages DISABLE TRIGGER messages_notify_relay"),
             seed_create: r("CREATE TABLE {schema}.seed_messages ( \
                    id BIGSERIAL PRIMARY KEY, aggregate_type TEXT NOT NULL, aggregate_id BIGINT NOT NULL, \
                    topic TEXT NOT NULL, payload JSONB NOT NULL, \
@@ -95,6 +124,9 @@ impl BenchQueries {
                    RETURNING id, topic, payload) \
                  INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
                  SELECT id, gen_random_uuid(), topic, payload, $2 FROM c"),
+            first_unsettled: r("SELECT id FROM {schema}.messages \
+                  WHERE dead_at IS NULL AND status IN ('pending', 'failed', 'processing') \
+                  ORDER BY id LIMIT 1"),
             seed_unsent: r("SELECT count(*) FROM {schema}.seed_messages WHERE status <> 'sent'"),
             published_distinct: r("SELECT count(DISTINCT message_id) FROM {schema}.published_events"),
             sent_count: r("SELECT count(*) FROM {schema}.messages_sent"),

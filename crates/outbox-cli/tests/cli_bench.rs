@@ -1,0 +1,85 @@
+//! A smoke run of every `outbox bench` scenario, tiny, so the harness keeps
+//! working. Benchmarks are not tests: nothing here checks a speed, only
+//! that each scenario runs to its own end-of-run check (every message
+//! published, every transaction a row) and reports its figures.
+
+mod common;
+
+use common::{bare, run};
+use serde_json::Value;
+
+fn bench(args: &[&str]) -> Value {
+    let mut all = vec!["bench"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--runs", "1", "--json"]);
+    let (ok, out, err) = run(&mut bare(&all));
+    assert!(ok, "outbox {all:?} failed:\n{err}\n{out}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn positive(v: &Value) -> bool {
+    v.as_f64().is_some_and(|x| x > 0.0)
+}
+
+#[test]
+fn baseline_measures_every_algorithm_and_the_relay() {
+    let v = bench(&["baseline", "--messages", "300", "--batch-size", "50"]);
+    let m = &v["median_msgs_per_sec"];
+    for key in ["seed", "naive_update", "delete_limit", "relay"] {
+        assert!(positive(&m[key]), "{key} missing in {v}");
+    }
+    assert!(positive(&v["peak_rss_bytes"]), "{v}");
+}
+
+#[test]
+fn produce_compares_the_library_with_a_hand_written_insert() {
+    let v = bench(&["produce", "--messages", "200", "--producers", "2"]);
+    for key in ["notify", "no_notify"] {
+        assert!(positive(&v["library_over_hand_insert"][key]), "{v}");
+    }
+}
+
+#[test]
+fn soak_reports_each_slice_with_and_without_a_held_transaction() {
+    let v = bench(&[
+        "soak",
+        "--messages",
+        "3000",
+        "--slice",
+        "1000",
+        "--hold-seconds",
+        "1",
+        "--batch-size",
+        "100",
+    ]);
+    let cases = v["cases"].as_array().expect("cases");
+    assert_eq!(cases.len(), 2, "{v}");
+    for case in cases {
+        let slices = case["median_run"]["slices"].as_array().expect("slices");
+        assert_eq!(slices.len(), 3, "{case}");
+        assert!(slices.iter().all(|s| positive(&s["hot_table_bytes"])));
+    }
+    assert!(cases[1]["median_run"]["held_seconds"].is_number(), "{v}");
+}
+
+#[test]
+fn latency_and_idle_report_their_figures() {
+    let v = bench(&["latency", "--rate", "50", "--seconds", "1"]);
+    assert!(positive(&v["median_ms"]["p99"]), "{v}");
+    let v = bench(&["idle", "--seconds", "1"]);
+    assert!(v["median_queries_per_sec"].is_number(), "{v}");
+}
+
+#[test]
+fn bad_numbers_are_refused_before_anything_runs() {
+    for args in [
+        &["bench", "drain", "--runs", "0"][..],
+        &["bench", "drain", "--concurrency", "0"],
+        &["bench", "soak", "--messages", "10", "--slice", "100"],
+        &["bench", "produce", "--producers", "0"],
+    ] {
+        let (ok, _, err) = run(&mut bare(args));
+        assert!(!ok, "{args:?} succeeded");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
