@@ -1,7 +1,6 @@
 //! Turning one raw text value into a typed one, with a message that says
 //! what was expected. The caller adds the key, the value and its source.
 
-use crate::cmd::parse_duration;
 use crate::logging::LogFormat;
 use outbox_relay::metrics::TopicLabels;
 use std::net::SocketAddr;
@@ -20,6 +19,16 @@ where
         return Err(format!("must be between {min} and {max}"));
     }
     Ok(n)
+}
+
+/// Parses `5m`, `30s`, `1h30m`, `250ms`; a bare `0` means zero. The
+/// duration flags (`--older-than`, ...) take this directly.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e} (expected a duration such as 30s, 5m, 1h)"))
 }
 
 /// A duration that must not be zero.
