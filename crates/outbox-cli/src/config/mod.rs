@@ -389,7 +389,7 @@ impl Settings {
                             | "jitter"
                             | "rate_limit"
                             | "metrics_topics"
-                    ) && v.trim().parse::<f64>().is_ok_and(f64::is_finite);
+                    ) && toml_number(v.trim());
                     if numeric {
                         format!("{} = {}", k.name, v.trim())
                     } else {
@@ -401,6 +401,20 @@ impl Settings {
         }
         out
     }
+}
+
+/// Whether `s` is a TOML number literal by itself: Rust reads `05`, `.5`
+/// and `1.` as numbers, TOML does not, and a rendering must load back.
+fn toml_number(s: &str) -> bool {
+    use toml::Value;
+    format!("n = {s}").parse::<toml::Table>().is_ok_and(|t| {
+        t.len() == 1
+            && match t.get("n") {
+                Some(Value::Integer(_)) => true,
+                Some(Value::Float(f)) => f.is_finite(),
+                _ => false,
+            }
+    })
 }
 
 fn relay_id(s: &str) -> Result<Option<String>, String> {
