@@ -1,7 +1,8 @@
 """Reads messages back from RabbitMQ with its own client (pika), in a second
 process: declares the exchange (topic, durable) and an exclusive queue bound
 to it, prints READY, then prints one JSON line per message received until
---count messages have arrived. Exits 2 on timeout."""
+--count messages have arrived (with --distinct: --count distinct message_ids,
+duplicates printed too). Exits 2 on timeout."""
 
 import argparse
 import json
@@ -19,6 +20,7 @@ def main():
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--timeout", type=float, default=120)
     p.add_argument("--delete-exchange", action="store_true")
+    p.add_argument("--distinct", action="store_true")
     a = p.parse_args()
 
     conn = pika.BlockingConnection(pika.URLParameters(a.url))
@@ -29,6 +31,7 @@ def main():
     print("READY", flush=True)
 
     got = 0
+    seen = set()
     deadline = time.monotonic() + a.timeout
     for method, props, body in ch.consume(q, inactivity_timeout=1):
         if method is None:
@@ -52,7 +55,8 @@ def main():
         }), flush=True)
         ch.basic_ack(method.delivery_tag)
         got += 1
-        if got == a.count:
+        seen.add(props.message_id)
+        if (len(seen) if a.distinct else got) == a.count:
             break
     ch.cancel()
     if a.delete_exchange:

@@ -1,7 +1,8 @@
 """Reads messages back from an MQTT broker with its own client (paho-mqtt),
 in a second process: subscribes at QoS 1, prints READY once the broker has
 granted the subscription, then prints one JSON line per message until
---count messages have arrived. Exits 2 on timeout."""
+--count messages have arrived (with --distinct: --count distinct event_ids,
+duplicates printed too). Exits 2 on timeout."""
 
 import argparse
 import json
@@ -18,10 +19,12 @@ def main():
     p.add_argument("--topic", required=True)
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--timeout", type=float, default=120)
+    p.add_argument("--distinct", action="store_true")
     a = p.parse_args()
 
     done = threading.Event()
     got = [0]
+    seen = set()
 
     def on_connect(client, userdata, flags, reason_code, properties):
         client.subscribe(a.topic, qos=1)
@@ -30,13 +33,15 @@ def main():
         print("READY", flush=True)
 
     def on_message(client, userdata, msg):
+        body = json.loads(msg.payload)
         print(json.dumps({
             "topic": msg.topic,
             "qos": msg.qos,
-            "body": json.loads(msg.payload),
+            "body": body,
         }), flush=True)
         got[0] += 1
-        if got[0] == a.count:
+        seen.add(body.get("event_id") if isinstance(body, dict) else None)
+        if (len(seen) if a.distinct else got[0]) == a.count:
             done.set()
 
     c = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, protocol=mqtt.MQTTv311)

@@ -3,10 +3,10 @@
 //! `cmd/`; the effective configuration (file < env < flags) in `config/`.
 
 mod cmd;
-mod config;
 mod db;
 mod http;
-mod logging;
+
+use outbox_cli::{config, logging};
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;

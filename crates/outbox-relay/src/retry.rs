@@ -4,6 +4,12 @@ use chrono::{DateTime, Utc};
 use rand::Rng;
 use std::time::Duration;
 
+/// The longest retry delay a policy accepts: a century (of 365.25-day
+/// years, as `100y` reads). A longer one is a typo, and past about 260,000
+/// years the next run time no longer fits a timestamp (the relay would
+/// panic settling the first failure).
+pub const MAX_DELAY: Duration = Duration::from_secs(3_155_760_000);
+
 /// Retry schedule: the delay after the n-th failed attempt is `schedule[n-1]`
 /// (the last entry repeats), spread by ±`jitter` so a burst of failures does
 /// not come back as a burst.
@@ -33,6 +39,11 @@ impl RetryPolicy {
     pub fn validate(&self) -> Result<(), String> {
         if self.schedule.is_empty() {
             return Err("the backoff schedule is empty".into());
+        }
+        if let Some(d) = self.schedule.iter().find(|d| **d > MAX_DELAY) {
+            return Err(format!(
+                "backoff step {d:?} is longer than the longest allowed, 100 years"
+            ));
         }
         if !(0.0..1.0).contains(&self.jitter) {
             return Err(format!("jitter must be in [0, 1), got {}", self.jitter));
@@ -120,6 +131,22 @@ mod tests {
         };
         let now = Utc::now();
         assert_eq!(p.next_run_at(2, now), now + chrono::Duration::seconds(5));
+    }
+
+    #[test]
+    fn a_step_past_the_longest_delay_is_refused_before_it_can_overflow() {
+        let at_most = RetryPolicy {
+            schedule: vec![MAX_DELAY],
+            ..RetryPolicy::default()
+        };
+        assert!(at_most.validate().is_ok());
+        // jitter stretches the step by at most 10 %: still a timestamp.
+        at_most.next_run_at(1, Utc::now());
+        let past = RetryPolicy {
+            schedule: vec![Duration::from_secs(1), MAX_DELAY + Duration::from_secs(1)],
+            ..RetryPolicy::default()
+        };
+        assert!(past.validate().unwrap_err().contains("backoff step"));
     }
 
     #[test]

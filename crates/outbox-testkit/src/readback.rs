@@ -88,34 +88,82 @@ impl Reader {
 /// properties: {message_id, type, timestamp, content_type, delivery_mode,
 /// headers}}`. The exchange is deleted at the end.
 pub async fn amqp(exchange: &str, binding: &str, count: usize) -> Reader {
-    Reader::start(
-        "amqp_readback.py",
-        &[
-            "--exchange".into(),
-            exchange.into(),
-            "--binding".into(),
-            binding.into(),
-            "--count".into(),
-            count.to_string(),
-            "--delete-exchange".into(),
-        ],
-    )
-    .await
+    Reader::start("amqp_readback.py", &amqp_args(exchange, binding, count)).await
+}
+
+/// As [`amqp`], but reads until `count` distinct `message_id`s have
+/// arrived, returning the duplicates too: for tests where the relay may
+/// publish a message more than once (a broker outage mid-batch).
+pub async fn amqp_distinct(exchange: &str, binding: &str, count: usize) -> Reader {
+    let mut args = amqp_args(exchange, binding, count);
+    args.push("--distinct".into());
+    Reader::start("amqp_readback.py", &args).await
+}
+
+fn amqp_args(exchange: &str, binding: &str, count: usize) -> Vec<String> {
+    vec![
+        "--exchange".into(),
+        exchange.into(),
+        "--binding".into(),
+        binding.into(),
+        "--count".into(),
+        count.to_string(),
+        "--delete-exchange".into(),
+    ]
 }
 
 /// Subscribes to `filter` at QoS 1 and reads `count` messages:
 /// `{topic, qos, body}`.
 pub async fn mqtt(filter: &str, count: usize) -> Reader {
-    Reader::start(
-        "mqtt_readback.py",
-        &[
-            "--topic".into(),
-            filter.into(),
-            "--count".into(),
-            count.to_string(),
-        ],
-    )
-    .await
+    Reader::start("mqtt_readback.py", &mqtt_args(filter, count)).await
+}
+
+/// As [`mqtt`], but reads until `count` distinct `event_id`s have arrived,
+/// returning the duplicates too.
+pub async fn mqtt_distinct(filter: &str, count: usize) -> Reader {
+    let mut args = mqtt_args(filter, count);
+    args.push("--distinct".into());
+    Reader::start("mqtt_readback.py", &args).await
+}
+
+fn mqtt_args(filter: &str, count: usize) -> Vec<String> {
+    vec![
+        "--topic".into(),
+        filter.into(),
+        "--count".into(),
+        count.to_string(),
+    ]
+}
+
+/// Every entry of the Redis stream `stream`, oldest first, read with
+/// redis-py once the test has published: `{id, fields}`.
+pub async fn redis_stream(url: &str, stream: &str) -> Vec<serde_json::Value> {
+    read_all("redis_readback.py", &[url, stream]).await
+}
+
+/// Every message of the JetStream stream `stream`, oldest first, read with
+/// nats-py once the test has published: `{subject, headers, data}`.
+pub async fn nats_stream(url: &str, stream: &str) -> Vec<serde_json::Value> {
+    read_all("nats_readback.py", &[url, stream]).await
+}
+
+/// Runs a script that reads what is there and exits (no `READY` line).
+async fn read_all(name: &str, args: &[&str]) -> Vec<serde_json::Value> {
+    let out = Command::new(python())
+        .arg(script(name))
+        .args(args)
+        .output()
+        .await
+        .unwrap_or_else(|e| panic!("run {name}: {e}"));
+    assert!(
+        out.status.success(),
+        "{name} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
 }
 
 /// Checks webhook signatures with an implementation independent of ours

@@ -5,7 +5,7 @@
 //! before any command touches the database.
 
 mod keys;
-mod parse;
+pub mod parse;
 
 pub use keys::{Key, KEYS};
 
@@ -131,6 +131,34 @@ pub fn load(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<Settings, ConfigErrors> {
     let mut errors = Vec::new();
+    let file = file.and_then(|path| match std::fs::read_to_string(path) {
+        Ok(text) => Some((path, text)),
+        Err(e) => {
+            errors.push(format!("cannot read config file {}: {e}", path.display()));
+            None
+        }
+    });
+    let file = file.as_ref().map(|(path, text)| (*path, text.as_str()));
+    load_with(file, flags, env, errors)
+}
+
+/// As [`load`], with the config file's text given instead of read: `path`
+/// only names it in messages and in [`Settings::file`].
+pub fn load_str(
+    path: &Path,
+    text: &str,
+    flags: &[(&'static str, String)],
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Settings, ConfigErrors> {
+    load_with(Some((path, text)), flags, env, Vec::new())
+}
+
+fn load_with(
+    file: Option<(&Path, &str)>,
+    flags: &[(&'static str, String)],
+    env: impl Fn(&str) -> Option<String>,
+    mut errors: Vec<String>,
+) -> Result<Settings, ConfigErrors> {
     let mut raw: BTreeMap<&'static str, Raw> = KEYS
         .iter()
         .map(|k| {
@@ -138,8 +166,8 @@ pub fn load(
             (k.name, Raw::new(value, Source::Default))
         })
         .collect();
-    if let Some(path) = file {
-        for (name, value) in read_file(path, &mut errors) {
+    if let Some((path, text)) = file {
+        for (name, value) in read_file(path, text, &mut errors) {
             raw.insert(name, Raw::new(Some(value), Source::File(path.to_owned())));
         }
     }
@@ -153,7 +181,7 @@ pub fn load(
         let k = keys::find(name).expect("flags name known keys");
         raw.insert(k.name, Raw::new(Some(value.clone()), Source::Flag(k.flag)));
     }
-    let settings = Settings::from_raw(raw, file, &mut errors);
+    let settings = Settings::from_raw(raw, file.map(|(path, _)| path), &mut errors);
     if errors.is_empty() {
         Ok(settings)
     } else {
@@ -161,16 +189,10 @@ pub fn load(
     }
 }
 
-/// Reads the TOML file into `(key, text)` pairs; problems go to `errors`.
-fn read_file(path: &Path, errors: &mut Vec<String>) -> Vec<(&'static str, String)> {
+/// Parses the TOML file's `text` into `(key, text)` pairs; problems go to
+/// `errors`.
+fn read_file(path: &Path, text: &str, errors: &mut Vec<String>) -> Vec<(&'static str, String)> {
     let shown = path.display();
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            errors.push(format!("cannot read config file {shown}: {e}"));
-            return Vec::new();
-        }
-    };
     let table: toml::Table = match text.parse() {
         Ok(t) => t,
         Err(e) => {
@@ -367,7 +389,7 @@ impl Settings {
                             | "jitter"
                             | "rate_limit"
                             | "metrics_topics"
-                    ) && v.trim().parse::<f64>().is_ok_and(f64::is_finite);
+                    ) && toml_number(v.trim());
                     if numeric {
                         format!("{} = {}", k.name, v.trim())
                     } else {
@@ -379,6 +401,20 @@ impl Settings {
         }
         out
     }
+}
+
+/// Whether `s` is a TOML number literal by itself: Rust reads `05`, `.5`
+/// and `1.` as numbers, TOML does not, and a rendering must load back.
+fn toml_number(s: &str) -> bool {
+    use toml::Value;
+    format!("n = {s}").parse::<toml::Table>().is_ok_and(|t| {
+        t.len() == 1
+            && match t.get("n") {
+                Some(Value::Integer(_)) => true,
+                Some(Value::Float(f)) => f.is_finite(),
+                _ => false,
+            }
+    })
 }
 
 fn relay_id(s: &str) -> Result<Option<String>, String> {

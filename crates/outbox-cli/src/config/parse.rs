@@ -1,7 +1,6 @@
 //! Turning one raw text value into a typed one, with a message that says
 //! what was expected. The caller adds the key, the value and its source.
 
-use crate::cmd::parse_duration;
 use crate::logging::LogFormat;
 use outbox_relay::metrics::TopicLabels;
 use std::net::SocketAddr;
@@ -22,13 +21,31 @@ where
     Ok(n)
 }
 
-/// A duration that must not be zero.
+/// Parses `5m`, `30s`, `1h30m`, `250ms`; a bare `0` means zero. The
+/// duration flags (`--older-than`, ...) take this directly.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    if s.trim() == "0" {
+        return Ok(Duration::ZERO);
+    }
+    humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e} (expected a duration such as 30s, 5m, 1h)"))
+}
+
+/// The longest duration a configuration key takes: the relay's longest
+/// retry delay, a century. Longer is a typo, and some would no longer fit a
+/// timestamp once added to the clock.
+pub const LONGEST: Duration = outbox_relay::retry::MAX_DELAY;
+
+/// A duration that must not be zero, nor longer than [`LONGEST`].
 pub fn positive_duration(s: &str) -> Result<Duration, String> {
     // humantime's own message ("expected number at 0") says where, not what.
     let d = parse_duration(s)
         .map_err(|_| "expected a duration such as 250ms, 30s, 5m, 1h30m, 7d".to_owned())?;
     if d.is_zero() {
         return Err("must be longer than zero".into());
+    }
+    if d > LONGEST {
+        return Err("must be at most 100 years".into());
     }
     Ok(d)
 }
@@ -215,6 +232,9 @@ mod tests {
         assert_eq!(backoff("1s, 2m").unwrap().len(), 2);
         assert!(backoff("1s,,2s").is_err());
         assert!(backoff("1s,5x").unwrap_err().contains("5x"));
+        assert!(backoff("1s,300000y").unwrap_err().contains("at most"));
+        assert!(positive_duration("100y").is_ok());
+        assert!(positive_duration("101y").is_err());
         assert_eq!(optional("off", positive_duration), Ok(None));
         assert_eq!(switch("OFF"), Ok(false));
         assert!(socket_addr("localhost").is_err());

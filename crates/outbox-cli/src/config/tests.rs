@@ -205,3 +205,37 @@ fn observability_keys() {
     );
     assert!(e.contains("metrics_topics"), "{e}");
 }
+
+#[test]
+fn numbers_rust_reads_but_toml_does_not_render_as_strings_and_load_back() {
+    // Found by the config_file fuzz target: `05` and `.5` were rendered
+    // bare, which is not TOML, so `outbox config` printed a file that
+    // did not load.
+    let flags = [
+        ("batch_size", "05".to_owned()),
+        ("jitter", ".5".to_owned()),
+        ("max_attempts", "+3".to_owned()),
+    ];
+    let first = load(None, &flags, env_of(&[])).unwrap();
+    let out = first.render();
+    let again = load_str(Path::new("rendered.toml"), &out, &[], env_of(&[])).unwrap();
+    assert_eq!(again.batch_size, 5);
+    assert_eq!(again.jitter, 0.5);
+    assert_eq!(again.max_attempts, 3);
+}
+
+#[test]
+fn durations_past_a_century_are_refused_before_the_relay_overflows() {
+    // Found by the config_file fuzz target: backoff = "300000y" loaded,
+    // and the relay panicked computing the first retry time.
+    let e = load_str(
+        Path::new("c.toml"),
+        "backoff = [\"1s\", \"300000y\"]\nlease = \"1000y\"\n",
+        &[],
+        env_of(&[]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("backoff") && e.contains("lease"), "{e}");
+    assert!(e.contains("at most 100 years"), "{e}");
+}

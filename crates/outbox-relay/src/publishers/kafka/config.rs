@@ -1,7 +1,8 @@
 //! `kafka://host:port[,host:port]?message_timeout=30s&source=/outbox&<librdkafka property>=…`
 
 use crate::publishers::options::UrlOptions;
-use crate::Result;
+use crate::publishers::redact_url;
+use crate::{Error, Result};
 use std::time::Duration;
 
 /// Options of the Kafka publisher.
@@ -40,8 +41,25 @@ const FIXED: [(&str, &str); 3] = [
 impl KafkaConfig {
     /// Parses and validates a `kafka://` URL.
     pub fn from_url(url: &str) -> Result<Self> {
-        let (servers, query) = url.split_once('?').unwrap_or((url, ""));
-        let list = servers.strip_prefix("kafka://").unwrap_or(servers);
+        // Checked first: the options are parsed from a URL rebuilt around the
+        // first broker, and a rebuilt string that is no URL of its own would
+        // slip past redaction in the error message.
+        let Some(rest) = url.strip_prefix("kafka://") else {
+            return Err(Error::Publisher(format!(
+                "kafka publisher: {:?} must start with kafka://",
+                redact_url(url)
+            )));
+        };
+        let (list, query) = rest.split_once('?').unwrap_or((rest, ""));
+        // librdkafka would take `user:password@host` for a host name, and
+        // the broker list is shown in Debug output and errors.
+        if list.contains('@') {
+            return Err(Error::Publisher(
+                "kafka publisher: a broker address holds credentials (an @ before the host); \
+                 pass them as the sasl.username and sasl.password options instead"
+                    .into(),
+            ));
+        }
         let first = list.split(',').next().unwrap_or_default();
         let o = UrlOptions::parse(
             "kafka",
@@ -49,9 +67,6 @@ impl KafkaConfig {
             &["kafka"],
             &["message_timeout", "source", "acks", "*."],
         )?;
-        if !servers.starts_with("kafka://") {
-            return Err(o.error("the URL must start with kafka://"));
-        }
         let mut hosts = Vec::new();
         for host in list.split(',') {
             let ok = host
@@ -139,9 +154,12 @@ mod tests {
             ),
             ("kafka://k:9092,k2?x.y=1", "not host:port"),
             ("kafka://k:9092?linger=5", "unknown option"),
+            ("kafka://u:hunter2@k:9092", "sasl.password"),
+            ("nats://u:hunter2@k:9092", "must start with kafka://"),
         ] {
             let e = KafkaConfig::from_url(url).unwrap_err().to_string();
             assert!(e.contains(needle), "{url}: {e}");
+            assert!(!e.contains("hunter2"), "{url}: {e}");
         }
     }
 }

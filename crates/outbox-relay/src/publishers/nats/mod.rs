@@ -139,12 +139,34 @@ impl Publisher for NatsPublisher {
 
     async fn check(&self) -> Result<(), PublishError> {
         let js = self.context().await?;
+        // async-nats reconnects by itself and, meanwhile, queues requests
+        // instead of failing them: asked while the server is away, the
+        // request below would wait out the outage and then succeed, so the
+        // relay would spend attempts instead of opening its breaker. The
+        // client knows it is disconnected: ask it first.
+        let state = js.client().connection_state();
+        if state != async_nats::connection::State::Connected {
+            return Err(PublishError::retryable(format!(
+                "nats: not connected to the server ({state:?}); reconnecting"
+            )));
+        }
         // The raw account-info request, read loosely: the typed one fails on
         // servers older than the client (2.9 answers without newer fields).
-        let reply: jetstream::response::Response<serde_json::Value> = js
-            .request("INFO", &serde_json::json!({}))
-            .await
-            .map_err(|e| PublishError::retryable(format!("nats: JetStream unavailable: {e}")))?;
+        // Bounded like a PubAck, not by the client's 10 s request timeout.
+        let empty = serde_json::json!({});
+        let request = js.request("INFO", &empty);
+        let reply: jetstream::response::Response<serde_json::Value> =
+            tokio::time::timeout(self.config.ack_timeout, request)
+                .await
+                .map_err(|_| {
+                    PublishError::retryable(format!(
+                        "nats: JetStream did not answer within {:?}",
+                        self.config.ack_timeout
+                    ))
+                })?
+                .map_err(|e| {
+                    PublishError::retryable(format!("nats: JetStream unavailable: {e}"))
+                })?;
         match reply {
             jetstream::response::Response::Ok(_) => Ok(()),
             jetstream::response::Response::Err { error } => Err(PublishError::retryable(format!(
