@@ -1,25 +1,26 @@
 //! LISTEN for the producers' NOTIFY on a connection of its own, and turn
 //! each notification into a wake-up of the relay's pipelines.
 //!
-//! A `watch` channel carries the wake-ups: a pipeline that was busy when a
-//! notification came sees it as soon as it next waits, so none is lost
-//! between passes, and any number of notifications collapse into one
-//! wake-up. The connection is re-established with backoff; after each
+//! A [`Notify`] carries the wake-ups: each notification wakes one waiting
+//! pipeline (the others stay asleep rather than race for the same rows and
+//! come back empty); if every pipeline is busy it is kept until one next
+//! waits, so none is lost between passes, and any number of notifications
+//! collapse into one wake-up. The connection is re-established with backoff; after each
 //! (re)connect the pipelines are woken once, to pick up whatever committed
 //! while nobody was listening.
 
 use futures_util::StreamExt;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
-/// Runs until `shutdown`; bumps `wake` on every notification. `listen` is
+/// Runs until `shutdown`; wakes one pipeline on every notification. `listen` is
 /// the `LISTEN` statement (`Queries::listen`).
 pub(crate) async fn listen(
     config: tokio_postgres::Config,
     listen: String,
-    wake: watch::Sender<u64>,
+    wake: &Notify,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(100);
@@ -50,12 +51,12 @@ pub(crate) async fn listen(
                 } else {
                     backoff = Duration::from_millis(100);
                     tracing::debug!(%listen, "listening for new messages");
-                    wake.send_modify(|n| *n += 1);
+                    wake.notify_one();
                     loop {
                         tokio::select! {
                             _ = shutdown.cancelled() => break,
                             got = rx.recv() => match got {
-                                Some(()) => wake.send_modify(|n| *n += 1),
+                                Some(()) => wake.notify_one(),
                                 None => break,
                             },
                         }

@@ -134,7 +134,7 @@ async fn soak_in(pool: &Pool, schema: &Schema, p: SoakParams, progress: &Progres
             .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
             .start()
             .await?;
-        tx.query(&bq.first_unsettled, &[]).await?;
+        tx.query(&bq.first_unsettled, &[&0_i64]).await?;
         let since = Instant::now();
         tokio::select! {
             _ = tokio::time::sleep(hold) => {}
@@ -166,9 +166,7 @@ async fn soak_in(pool: &Pool, schema: &Schema, p: SoakParams, progress: &Progres
             next += p.slice;
         }
         // Published is not yet settled: wait for the last settlements.
-        while !client.query(&bq.first_unsettled, &[]).await?.is_empty() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        super::wait_until_settled(&client, &bq).await?;
         let total = started.elapsed();
         drained.cancel();
         stop.cancel();

@@ -51,7 +51,7 @@ impl Default for RelayConfig {
             idle_sleep: Duration::from_secs(1),
             reap_interval: Duration::from_secs(30),
             notify: true,
-            concurrency: 1,
+            concurrency: 4,
             rate_limit: None,
             archive_after: None,
             shutdown_grace: Duration::from_secs(10),

@@ -13,9 +13,11 @@
 //! only where that is accounted for:
 //! * its transaction committed after a claim read past its id (an id is
 //!   taken at INSERT, visibility comes at COMMIT): the floor passes a
-//!   claim's rows only once every transaction running when that claim took
-//!   its snapshot has ended (its snapshot's xmax is at or below a later
-//!   snapshot's xmin);
+//!   claim's rows only once every transaction that had started by the next
+//!   claim has ended (the xmax of a snapshot taken after the claim returned
+//!   is at or below a later snapshot's xmin). Not the claim's own snapshot:
+//!   an INSERT draws its id a moment before its transaction gets an id of
+//!   its own, and a snapshot taken in between would not count it;
 //! * this relay failed it (due later) or released it: rewound to it, when
 //!   due or at once;
 //! * another relay failed or released it, the reaper recovered it, an
@@ -33,15 +35,19 @@ use std::time::Duration;
 /// the oldest are forgotten (the floor just advances less).
 const MAX_WAITING: usize = 1024;
 
-/// A claim the floor may pass once its snapshot's transactions have ended.
+/// A claim the floor may pass once the transactions that had started by
+/// the next claim have ended.
 #[derive(Debug, Clone, Copy)]
 struct Covered {
     /// The floor the claim read from.
     from: i64,
     /// One past the highest id it claimed.
     upto: i64,
-    /// Its snapshot's xmax: transactions below it had started.
-    xmax: i64,
+    /// When the claim returned.
+    returned: DateTime<Utc>,
+    /// The xmax of the first claim snapshot taken after that: every
+    /// transaction that could hold a row below `upto` has an id below it.
+    xmax: Option<i64>,
 }
 
 /// The snapshot a claim ran under (`pg_current_snapshot()`), as 64-bit
@@ -62,6 +68,9 @@ pub struct ClaimCursor {
     due: Vec<(DateTime<Utc>, i64)>,
     last_sweep: Option<DateTime<Utc>>,
     sweep_interval: Duration,
+    /// When rows last went back below the floor: a claim that started
+    /// before then may have seen them claimed, and vouches for nothing.
+    rewound_at: Option<DateTime<Utc>>,
 }
 
 impl ClaimCursor {
@@ -73,6 +82,7 @@ impl ClaimCursor {
             due: Vec::new(),
             last_sweep: None,
             sweep_interval,
+            rewound_at: None,
         }
     }
 
@@ -85,28 +95,49 @@ impl ClaimCursor {
             self.last_sweep = Some(now);
             return 0;
         }
-        let floor = &mut self.floor;
-        self.due.retain(|&(at, id)| {
-            if at <= now {
-                *floor = (*floor).min(id);
-            }
-            at > now
-        });
+        let due: Vec<i64> = self
+            .due
+            .iter()
+            .filter(|(at, _)| *at <= now)
+            .map(|(_, id)| *id)
+            .collect();
+        self.due.retain(|(at, _)| *at > now);
+        if let Some(&id) = due.iter().min() {
+            self.rewind(id, now);
+        }
         self.floor
     }
 
-    /// A claim read from `from` and took ids `min..=max` under `snapshot`.
-    pub fn claimed(&mut self, from: i64, min: i64, max: i64, snapshot: ClaimSnapshot) {
+    /// A claim that started at `started` read from `from` and took ids
+    /// `min..=max` under `snapshot`; it returned at `now`.
+    pub fn claimed(
+        &mut self,
+        from: i64,
+        (min, max): (i64, i64),
+        snapshot: ClaimSnapshot,
+        started: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) {
         // Rows below the floor (a sweep found them): more may follow.
-        self.floor = self.floor.min(min);
-        if self.waiting.len() == MAX_WAITING {
-            self.waiting.remove(0);
+        if min < self.floor {
+            self.rewind(min, now);
         }
-        self.waiting.push(Covered {
-            from,
-            upto: max.saturating_add(1),
-            xmax: snapshot.xmax,
-        });
+        for c in &mut self.waiting {
+            if c.xmax.is_none() && c.returned <= started {
+                c.xmax = Some(snapshot.xmax);
+            }
+        }
+        if self.rewound_at.map_or(true, |at| started >= at) {
+            if self.waiting.len() == MAX_WAITING {
+                self.waiting.remove(0);
+            }
+            self.waiting.push(Covered {
+                from,
+                upto: max.saturating_add(1),
+                returned: now,
+                xmax: None,
+            });
+        }
         self.advance(snapshot.xmin);
     }
 
@@ -115,9 +146,17 @@ impl ClaimCursor {
         self.due.push((at, id));
     }
 
-    /// This relay released `id`: claimable again now.
-    pub fn released(&mut self, id: i64) {
+    /// This relay released `id` at `now`: claimable again at once.
+    pub fn released(&mut self, id: i64, now: DateTime<Utc>) {
+        self.rewind(id, now);
+    }
+
+    /// Row `id` is claimable again: the floor goes back to it, and claims
+    /// remembered over it no longer vouch for it (they saw it claimed).
+    fn rewind(&mut self, id: i64, now: DateTime<Utc>) {
         self.floor = self.floor.min(id);
+        self.waiting.retain(|c| c.upto <= id);
+        self.rewound_at = Some(now);
     }
 
     /// The floor now (for tests and logs).
@@ -130,8 +169,10 @@ impl ClaimCursor {
     /// read from at or below the floor (a claim that started above it
     /// vouches for nothing beneath where it started).
     fn advance(&mut self, xmin: i64) {
-        let (mut ended, waiting): (Vec<Covered>, Vec<Covered>) =
-            self.waiting.drain(..).partition(|c| c.xmax <= xmin);
+        let (mut ended, waiting): (Vec<Covered>, Vec<Covered>) = self
+            .waiting
+            .drain(..)
+            .partition(|c| c.xmax.is_some_and(|x| x <= xmin));
         self.waiting = waiting;
         // Chained from the floor up: [0, 501) then [501, 1001) and so on.
         ended.sort_unstable_by_key(|c| c.from);
@@ -161,29 +202,49 @@ mod tests {
         c
     }
 
+    /// One claim after another, each starting after the last returned.
+    fn claim(c: &mut ClaimCursor, from: i64, ids: (i64, i64), s: ClaimSnapshot) {
+        c.claimed(from, ids, s, t(0), t(0));
+    }
+
     #[test]
-    fn the_floor_waits_for_transactions_running_at_the_claim() {
+    fn the_floor_waits_for_transactions_that_had_started_by_the_next_claim() {
         let mut c = swept(5);
-        // Claimed 1..=500 while transactions 100..110 were running.
-        c.claimed(0, 1, 500, snap(100, 110));
+        claim(&mut c, 0, (1, 500), snap(100, 110));
         assert_eq!(c.floor(), 0, "a late commit below 500 may still appear");
-        // A later claim sees 105 still running: not yet.
-        c.claimed(0, 501, 1000, snap(105, 120));
+        // The next claim's snapshot: transactions up to 120 may hold rows below 500.
+        claim(&mut c, 0, (501, 1000), snap(105, 120));
         assert_eq!(c.floor(), 0);
-        // Every transaction below 110 has ended: past the first claim, not the second.
-        c.claimed(0, 1001, 1500, snap(115, 130));
+        // 110..120 still running: not yet, even though the first claim's own
+        // snapshot (xmax 110) has nothing left.
+        claim(&mut c, 0, (1001, 1500), snap(115, 130));
+        assert_eq!(c.floor(), 0);
+        // Everything below 120 has ended: past the first claim only.
+        claim(&mut c, 0, (1501, 2000), snap(125, 140));
         assert_eq!(c.floor(), 501);
-        // Transactions below 130 have ended: past the second and third
-        // claims, but not this one (131 may still be running).
-        c.claimed(501, 1501, 2000, snap(130, 131));
+        // Everything below 140 has ended: past the next two.
+        claim(&mut c, 501, (2001, 2500), snap(140, 141));
         assert_eq!(c.floor(), 1501);
         assert_eq!(c.next_from(t(1)), 1501);
     }
 
     #[test]
+    fn an_overlapping_claim_does_not_vouch_for_one_that_returned_after_it_started() {
+        let mut c = swept(5);
+        c.claimed(0, (1, 500), snap(1, 1), t(0), t(2));
+        // Started at t(1), before the first returned: its snapshot may be too early.
+        c.claimed(0, (501, 1000), snap(50, 50), t(1), t(3));
+        assert_eq!(c.floor(), 0);
+        c.claimed(0, (1001, 1500), snap(60, 60), t(3), t(4));
+        assert_eq!(c.floor(), 1001);
+    }
+
+    #[test]
     fn a_sweep_comes_every_interval() {
         let mut c = swept(5);
-        c.claimed(0, 1, 10, snap(1, 1));
+        claim(&mut c, 0, (1, 10), snap(1, 1));
+        claim(&mut c, 0, (11, 20), snap(1, 1));
+        assert_eq!(c.floor(), 11);
         assert_eq!(c.next_from(t(4)), 11);
         assert_eq!(c.next_from(t(5)), 0);
         assert_eq!(c.next_from(t(6)), 11);
@@ -192,32 +253,53 @@ mod tests {
     #[test]
     fn rows_found_below_the_floor_bring_it_down() {
         let mut c = swept(5);
-        c.claimed(0, 1, 1000, snap(1, 1));
+        claim(&mut c, 0, (1, 1000), snap(1, 1));
+        claim(&mut c, 0, (1001, 1100), snap(1, 1));
         assert_eq!(c.floor(), 1001);
         // A sweep finds rows another relay released: down to them...
-        c.claimed(0, 40, 540, snap(9, 10));
+        claim(&mut c, 0, (40, 540), snap(9, 10));
         assert_eq!(c.floor(), 40);
-        // ...and past them once the sweep's snapshot has no transaction left.
-        c.claimed(40, 541, 600, snap(10, 12));
-        assert_eq!(c.floor(), 541);
+        // ...and past them once the transactions started by the next claim end.
+        claim(&mut c, 40, (1101, 1200), snap(10, 12));
+        claim(&mut c, 541, (1201, 1300), snap(12, 12));
+        assert_eq!(c.floor(), 1201);
     }
 
     #[test]
     fn a_claim_from_above_the_floor_vouches_for_nothing_below() {
         let mut c = swept(5);
-        c.claimed(0, 1, 100, snap(1, 1));
+        claim(&mut c, 0, (1, 100), snap(1, 1));
+        claim(&mut c, 0, (101, 150), snap(1, 1));
         assert_eq!(c.floor(), 101);
-        c.released(50);
+        c.released(50, t(1));
         assert_eq!(c.floor(), 50);
-        // A claim that had read from 101 ends: it says nothing about 50..100.
-        c.claimed(101, 101, 200, snap(5, 5));
+        // Claims that had read from 101 end: they say nothing about 50..100.
+        c.claimed(101, (151, 200), snap(5, 5), t(2), t(2));
+        c.claimed(101, (201, 250), snap(5, 5), t(2), t(2));
         assert_eq!(c.floor(), 50);
+    }
+
+    #[test]
+    fn a_claim_that_started_before_a_release_vouches_for_nothing() {
+        let mut c = swept(60);
+        claim(&mut c, 0, (1, 100), snap(1, 1));
+        claim(&mut c, 0, (101, 150), snap(1, 1));
+        assert_eq!(c.floor(), 101);
+        c.released(50, t(1));
+        // In flight on another pipeline while row 50 was released: it read
+        // from 101, and even from lower it would have seen 50 claimed.
+        c.claimed(101, (151, 200), snap(5, 5), t(0), t(2));
+        c.claimed(50, (50, 50), snap(5, 5), t(2), t(3));
+        c.claimed(51, (201, 250), snap(9, 9), t(3), t(4));
+        // Only the claim that read after the release counts.
+        assert_eq!(c.floor(), 51);
     }
 
     #[test]
     fn failed_rows_rewind_the_floor_when_due() {
         let mut c = swept(60);
-        c.claimed(0, 1, 100, snap(1, 1));
+        claim(&mut c, 0, (1, 100), snap(1, 1));
+        claim(&mut c, 0, (101, 200), snap(1, 1));
         c.failed(7, t(30));
         assert_eq!(c.next_from(t(29)), 101);
         assert_eq!(c.next_from(t(30)), 7);
@@ -226,8 +308,9 @@ mod tests {
     #[test]
     fn released_rows_are_claimable_at_once() {
         let mut c = swept(60);
-        c.claimed(0, 1, 100, snap(1, 1));
-        c.released(42);
+        claim(&mut c, 0, (1, 100), snap(1, 1));
+        claim(&mut c, 0, (101, 200), snap(1, 1));
+        c.released(42, t(1));
         assert_eq!(c.next_from(t(1)), 42);
     }
 
@@ -236,7 +319,7 @@ mod tests {
         let mut c = swept(60);
         for i in 0..(MAX_WAITING as i64 * 2) {
             // A writing transaction (xid 1) never ends: nothing advances.
-            c.claimed(0, i * 10 + 1, i * 10 + 10, snap(1, 2));
+            claim(&mut c, 0, (i * 10 + 1, i * 10 + 10), snap(1, 2));
         }
         assert_eq!(c.floor(), 0);
         assert!(c.waiting.len() <= MAX_WAITING);

@@ -182,7 +182,8 @@ impl<P: Publisher> Relay<P> {
                 .min(self.config.rate_limit.unwrap_or(u32::MAX) as usize),
             None => self.config.batch_size,
         };
-        let from_id = self.cursor().next_from(self.clock.now());
+        let started = self.clock.now();
+        let from_id = self.cursor().next_from(started);
         let claimed = self
             .store
             .claim_messages(ClaimParams {
@@ -196,7 +197,9 @@ impl<P: Publisher> Relay<P> {
             claimed.messages.last(),
             claimed.snapshot,
         ) {
-            self.cursor().claimed(from_id, first.id, last.id, snapshot);
+            let now = self.clock.now();
+            self.cursor()
+                .claimed(from_id, (first.id, last.id), snapshot, started, now);
         }
         let (Some(mut lease), false) = (claimed.lease, claimed.messages.is_empty()) else {
             return Ok(PublishedBatch {
@@ -352,7 +355,8 @@ impl<P: Publisher> Relay<P> {
             p.failed
                 .iter()
                 .for_each(|(id, _, at)| cursor.failed(*id, *at));
-            p.released.iter().for_each(|id| cursor.released(*id));
+            let now = self.clock.now();
+            p.released.iter().for_each(|id| cursor.released(*id, now));
         }
         let Settled {
             sent,

@@ -8,7 +8,7 @@ use crate::listener::listen;
 use crate::publisher::Publisher;
 use crate::Result;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 impl<P: Publisher> Relay<P> {
@@ -18,18 +18,17 @@ impl<P: Publisher> Relay<P> {
     /// errors are logged and retried with backoff: the relay does not exit
     /// on a transient fault.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<()> {
-        let (wake, _) = watch::channel(0u64);
+        let wake = Notify::new();
         let listening = self.config.notify && self.listen.is_some();
         let listener = async {
             if let (true, Some(cfg)) = (listening, &self.listen) {
                 let statement = self.store.queries().listen.clone();
-                listen(cfg.clone(), statement, wake.clone(), shutdown.clone()).await;
+                listen(cfg.clone(), statement, &wake, shutdown.clone()).await;
             }
         };
         let hard_stop = CancellationToken::new();
         let pipelines = futures_util::future::join_all(
-            (0..self.config.concurrency)
-                .map(|i| self.pipeline(i, &wake, listening, &shutdown, &hard_stop)),
+            (0..self.config.concurrency).map(|i| self.pipeline(i, &wake, &shutdown, &hard_stop)),
         );
         let grace = async {
             shutdown.cancelled().await;
@@ -51,20 +50,15 @@ impl<P: Publisher> Relay<P> {
     async fn pipeline(
         &self,
         index: usize,
-        wake: &watch::Sender<u64>,
-        listening: bool,
+        wake: &Notify,
         shutdown: &CancellationToken,
         hard_stop: &CancellationToken,
     ) {
-        let mut woken = wake.subscribe();
-        // Pipeline 0 polls at the poll interval; the others mostly wait to be
-        // woken, so an idle relay issues about one query per interval.
-        let idle = self.config.idle_sleep
-            * if index == 0 {
-                1
-            } else {
-                self.config.concurrency as u32
-            };
+        // Pipeline 0 polls at the poll interval; the others wait to be woken
+        // (by a notification, or by a sibling that found a full batch), so
+        // an idle relay issues one query per interval however many
+        // pipelines it runs.
+        let idle = (index == 0).then_some(self.config.idle_sleep);
         let mut error_backoff = Duration::from_millis(100);
         while !shutdown.is_cancelled() {
             if self.breaker.is_open() {
@@ -85,8 +79,8 @@ impl<P: Publisher> Relay<P> {
                     if stats.claimed > 0 {
                         tracing::debug!(pipeline = index, %stats, "pass");
                         if stats.claimed >= self.config.batch_size {
-                            // More is waiting: get idle siblings to help.
-                            wake.send_modify(|n| *n += 1);
+                            // More is waiting: get an idle sibling to help.
+                            wake.notify_one();
                         }
                         continue;
                     }
@@ -96,13 +90,19 @@ impl<P: Publisher> Relay<P> {
                     tracing::warn!(pipeline = index, error = %e, retry_in = ?error_backoff, "relay pass failed");
                     let pause = error_backoff;
                     error_backoff = (error_backoff * 2).min(Duration::from_secs(10));
-                    pause
+                    Some(pause)
+                }
+            };
+            let sleep = async {
+                match pause {
+                    Some(p) => tokio::time::sleep(p).await,
+                    None => std::future::pending().await,
                 }
             };
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(pause) => {}
-                Ok(()) = woken.changed(), if listening || self.config.concurrency > 1 => {}
+                _ = sleep => {}
+                _ = wake.notified() => {}
             }
         }
     }

@@ -39,8 +39,9 @@ pub struct BenchQueries {
     /// The DELETE limit: claim, insert into the sink and DELETE in one
     /// statement: `$1 int8 limit, $2 publisher` → rows.
     pub delete_batch: String,
-    /// The id of the first outbox message not yet settled (no row once the
-    /// relay is done), read from the claimable index.
+    /// The id of the first outbox message not yet settled at or after
+    /// `$1 int8` (no row once the relay is done), read from the claimable
+    /// index.
     pub first_unsettled: String,
     /// Rows of the seed-shaped table not yet sent.
     pub seed_unsent: String,
@@ -125,7 +126,7 @@ impl BenchQueries {
                  INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
                  SELECT id, gen_random_uuid(), topic, payload, $2 FROM c"),
             first_unsettled: r("SELECT id FROM {schema}.messages \
-                  WHERE dead_at IS NULL AND status IN ('pending', 'failed', 'processing') \
+                  WHERE id >= $1 AND dead_at IS NULL AND status IN ('pending', 'failed', 'processing') \
                   ORDER BY id LIMIT 1"),
             seed_unsent: r("SELECT count(*) FROM {schema}.seed_messages WHERE status <> 'sent'"),
             published_distinct: r("SELECT count(DISTINCT message_id) FROM {schema}.published_events"),
