@@ -362,7 +362,7 @@ async fn claim_cost_does_not_grow_with_settled_rows_ahead() {
             .claim
             .replace("$1", "500")
             .replace("$2", "'probe'")
-            .replace("$3", "0");
+            .replace("$3", &i64::MIN.to_string());
         let pool = t.pool.clone();
         async move {
             let mut client = pool.get().await.unwrap();
@@ -428,7 +428,7 @@ async fn claims_are_hot_updates() {
             .claim_messages(outbox_relay::store::ClaimParams {
                 limit: 500,
                 relay_id: "hot",
-                from_id: 0,
+                from_id: i64::MIN,
             })
             .await
             .unwrap()

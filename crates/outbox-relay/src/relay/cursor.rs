@@ -4,7 +4,7 @@
 //! leaves an index entry behind until vacuum removes it, and while any
 //! snapshot older than the deletion is open (a long report, a REPEATABLE
 //! READ transaction left open) PostgreSQL cannot even mark the entry dead:
-//! a claim starting at id 0 visits every one of them, and claims slow down
+//! a claim starting at the first id visits every one of them, and claims slow down
 //! with each message sent (measured: 0.42x after 200,000 messages under a
 //! held transaction). The cursor starts claims past the rows already dealt
 //! with: its floor.
@@ -22,7 +22,7 @@
 //!   due or at once;
 //! * another relay failed or released it, the reaper recovered it, an
 //!   operator replayed it, or an id was drawn long before its INSERT: a
-//!   sweep from id 0 every `sweep_interval` finds it, and a claim that
+//!   sweep from the first id every `sweep_interval` finds it, and a claim that
 //!   finds rows below the floor brings the floor down to them.
 //!
 //! So the floor never loses a row; at worst it delays one by a sweep
@@ -30,6 +30,10 @@
 
 use chrono::{DateTime, Utc};
 use std::time::Duration;
+
+/// Where a sweep reads from: every id, even ones given by hand below the
+/// sequence's start.
+pub const FROM_ALL: i64 = i64::MIN;
 
 /// Claims remembered while their snapshot's transactions run; past this,
 /// the oldest are forgotten (the floor just advances less).
@@ -74,10 +78,10 @@ pub struct ClaimCursor {
 }
 
 impl ClaimCursor {
-    /// A cursor at id 0 that sweeps from 0 every `sweep_interval`.
+    /// A cursor that starts with a sweep and sweeps every `sweep_interval`.
     pub fn new(sweep_interval: Duration) -> Self {
         Self {
-            floor: 0,
+            floor: FROM_ALL,
             waiting: Vec::new(),
             due: Vec::new(),
             last_sweep: None,
@@ -86,14 +90,14 @@ impl ClaimCursor {
         }
     }
 
-    /// Where the next claim starts: 0 when a sweep is due, else the floor
+    /// Where the next claim starts: [`FROM_ALL`] when a sweep is due, else the floor
     /// (brought down first to rows this relay failed that are now due).
     pub fn next_from(&mut self, now: DateTime<Utc>) -> i64 {
         let interval =
             chrono::Duration::from_std(self.sweep_interval).unwrap_or(chrono::Duration::MAX);
         if self.last_sweep.map_or(true, |at| now - at >= interval) {
             self.last_sweep = Some(now);
-            return 0;
+            return FROM_ALL;
         }
         let due: Vec<i64> = self
             .due
@@ -198,7 +202,7 @@ mod tests {
 
     fn swept(interval: u64) -> ClaimCursor {
         let mut c = ClaimCursor::new(Duration::from_secs(interval));
-        assert_eq!(c.next_from(t(0)), 0, "the first claim sweeps");
+        assert_eq!(c.next_from(t(0)), FROM_ALL, "the first claim sweeps");
         c
     }
 
@@ -210,17 +214,21 @@ mod tests {
     #[test]
     fn the_floor_waits_for_transactions_that_had_started_by_the_next_claim() {
         let mut c = swept(5);
-        claim(&mut c, 0, (1, 500), snap(100, 110));
-        assert_eq!(c.floor(), 0, "a late commit below 500 may still appear");
+        claim(&mut c, FROM_ALL, (1, 500), snap(100, 110));
+        assert_eq!(
+            c.floor(),
+            FROM_ALL,
+            "a late commit below 500 may still appear"
+        );
         // The next claim's snapshot: transactions up to 120 may hold rows below 500.
-        claim(&mut c, 0, (501, 1000), snap(105, 120));
-        assert_eq!(c.floor(), 0);
+        claim(&mut c, FROM_ALL, (501, 1000), snap(105, 120));
+        assert_eq!(c.floor(), FROM_ALL);
         // 110..120 still running: not yet, even though the first claim's own
         // snapshot (xmax 110) has nothing left.
-        claim(&mut c, 0, (1001, 1500), snap(115, 130));
-        assert_eq!(c.floor(), 0);
+        claim(&mut c, FROM_ALL, (1001, 1500), snap(115, 130));
+        assert_eq!(c.floor(), FROM_ALL);
         // Everything below 120 has ended: past the first claim only.
-        claim(&mut c, 0, (1501, 2000), snap(125, 140));
+        claim(&mut c, FROM_ALL, (1501, 2000), snap(125, 140));
         assert_eq!(c.floor(), 501);
         // Everything below 140 has ended: past the next two.
         claim(&mut c, 501, (2001, 2500), snap(140, 141));
@@ -231,33 +239,33 @@ mod tests {
     #[test]
     fn an_overlapping_claim_does_not_vouch_for_one_that_returned_after_it_started() {
         let mut c = swept(5);
-        c.claimed(0, (1, 500), snap(1, 1), t(0), t(2));
+        c.claimed(FROM_ALL, (1, 500), snap(1, 1), t(0), t(2));
         // Started at t(1), before the first returned: its snapshot may be too early.
-        c.claimed(0, (501, 1000), snap(50, 50), t(1), t(3));
-        assert_eq!(c.floor(), 0);
-        c.claimed(0, (1001, 1500), snap(60, 60), t(3), t(4));
+        c.claimed(FROM_ALL, (501, 1000), snap(50, 50), t(1), t(3));
+        assert_eq!(c.floor(), FROM_ALL);
+        c.claimed(FROM_ALL, (1001, 1500), snap(60, 60), t(3), t(4));
         assert_eq!(c.floor(), 1001);
     }
 
     #[test]
     fn a_sweep_comes_every_interval() {
         let mut c = swept(5);
-        claim(&mut c, 0, (1, 10), snap(1, 1));
-        claim(&mut c, 0, (11, 20), snap(1, 1));
+        claim(&mut c, FROM_ALL, (1, 10), snap(1, 1));
+        claim(&mut c, FROM_ALL, (11, 20), snap(1, 1));
         assert_eq!(c.floor(), 11);
         assert_eq!(c.next_from(t(4)), 11);
-        assert_eq!(c.next_from(t(5)), 0);
+        assert_eq!(c.next_from(t(5)), FROM_ALL);
         assert_eq!(c.next_from(t(6)), 11);
     }
 
     #[test]
     fn rows_found_below_the_floor_bring_it_down() {
         let mut c = swept(5);
-        claim(&mut c, 0, (1, 1000), snap(1, 1));
-        claim(&mut c, 0, (1001, 1100), snap(1, 1));
+        claim(&mut c, FROM_ALL, (1, 1000), snap(1, 1));
+        claim(&mut c, FROM_ALL, (1001, 1100), snap(1, 1));
         assert_eq!(c.floor(), 1001);
         // A sweep finds rows another relay released: down to them...
-        claim(&mut c, 0, (40, 540), snap(9, 10));
+        claim(&mut c, FROM_ALL, (40, 540), snap(9, 10));
         assert_eq!(c.floor(), 40);
         // ...and past them once the transactions started by the next claim end.
         claim(&mut c, 40, (1101, 1200), snap(10, 12));
@@ -268,8 +276,8 @@ mod tests {
     #[test]
     fn a_claim_from_above_the_floor_vouches_for_nothing_below() {
         let mut c = swept(5);
-        claim(&mut c, 0, (1, 100), snap(1, 1));
-        claim(&mut c, 0, (101, 150), snap(1, 1));
+        claim(&mut c, FROM_ALL, (1, 100), snap(1, 1));
+        claim(&mut c, FROM_ALL, (101, 150), snap(1, 1));
         assert_eq!(c.floor(), 101);
         c.released(50, t(1));
         assert_eq!(c.floor(), 50);
@@ -282,8 +290,8 @@ mod tests {
     #[test]
     fn a_claim_that_started_before_a_release_vouches_for_nothing() {
         let mut c = swept(60);
-        claim(&mut c, 0, (1, 100), snap(1, 1));
-        claim(&mut c, 0, (101, 150), snap(1, 1));
+        claim(&mut c, FROM_ALL, (1, 100), snap(1, 1));
+        claim(&mut c, FROM_ALL, (101, 150), snap(1, 1));
         assert_eq!(c.floor(), 101);
         c.released(50, t(1));
         // In flight on another pipeline while row 50 was released: it read
@@ -298,8 +306,8 @@ mod tests {
     #[test]
     fn failed_rows_rewind_the_floor_when_due() {
         let mut c = swept(60);
-        claim(&mut c, 0, (1, 100), snap(1, 1));
-        claim(&mut c, 0, (101, 200), snap(1, 1));
+        claim(&mut c, FROM_ALL, (1, 100), snap(1, 1));
+        claim(&mut c, FROM_ALL, (101, 200), snap(1, 1));
         c.failed(7, t(30));
         assert_eq!(c.next_from(t(29)), 101);
         assert_eq!(c.next_from(t(30)), 7);
@@ -308,8 +316,8 @@ mod tests {
     #[test]
     fn released_rows_are_claimable_at_once() {
         let mut c = swept(60);
-        claim(&mut c, 0, (1, 100), snap(1, 1));
-        claim(&mut c, 0, (101, 200), snap(1, 1));
+        claim(&mut c, FROM_ALL, (1, 100), snap(1, 1));
+        claim(&mut c, FROM_ALL, (101, 200), snap(1, 1));
         c.released(42, t(1));
         assert_eq!(c.next_from(t(1)), 42);
     }
@@ -319,9 +327,9 @@ mod tests {
         let mut c = swept(60);
         for i in 0..(MAX_WAITING as i64 * 2) {
             // A writing transaction (xid 1) never ends: nothing advances.
-            claim(&mut c, 0, (i * 10 + 1, i * 10 + 10), snap(1, 2));
+            claim(&mut c, FROM_ALL, (i * 10 + 1, i * 10 + 10), snap(1, 2));
         }
-        assert_eq!(c.floor(), 0);
+        assert_eq!(c.floor(), FROM_ALL);
         assert!(c.waiting.len() <= MAX_WAITING);
     }
 }

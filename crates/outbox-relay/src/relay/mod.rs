@@ -384,6 +384,10 @@ impl<P: Publisher> Relay<P> {
     pub async fn reap(&self) -> Result<usize> {
         let ids = self.store.reap_expired_leases(self.config.lease).await?;
         crate::metrics::lease_recovered(ids.len());
+        if let Some(&first) = ids.iter().min() {
+            // Recovered rows are claimable again, below the claim floor.
+            self.cursor().released(first, self.clock.now());
+        }
         Ok(ids.len())
     }
 

@@ -58,7 +58,8 @@ pub struct ClaimParams<'a> {
     pub limit: i64,
     /// Written to `locked_by`.
     pub relay_id: &'a str,
-    /// Lowest id to read (see [`crate::relay::ClaimCursor`]); 0 reads all.
+    /// Lowest id to read (see [`crate::relay::ClaimCursor`]);
+    /// `i64::MIN` reads all.
     pub from_id: i64,
 }
 

@@ -1,0 +1,127 @@
+//! The claim floor on the real PostgreSQL: claims start past the rows
+//! already dealt with, yet a row committed late below the floor, or put back
+//! below it by someone else, is still claimed.
+
+use outbox::sql::Queries;
+use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::{Relay, RelayConfig, Store};
+use outbox_testkit::TestSchema;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn relay(t: &TestSchema, sweep_interval: Duration) -> Relay<PostgresPublisher> {
+    let config = RelayConfig {
+        relay_id: "floor".into(),
+        batch_size: 10,
+        sweep_interval,
+        ..RelayConfig::default()
+    };
+    let publisher = PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "r");
+    Relay::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        publisher,
+        config,
+    )
+    .unwrap()
+}
+
+async fn commit_rows(t: &TestSchema, topic: &str, n: usize) {
+    t.exec(&format!(
+        "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+         SELECT 'e', 'a', g::text, '{topic}', '{{}}' FROM generate_series(1, {n}) g"
+    ))
+    .await;
+}
+
+/// The case the floor exists to get right: a transaction takes its id,
+/// later ids commit and are claimed, and only then does it commit. No
+/// sweep can help here (one per hour): the floor itself must have waited.
+#[tokio::test]
+async fn a_row_committed_after_later_ids_were_claimed_is_still_claimed() {
+    let t = TestSchema::new("floor_late_commit").await;
+    let r = relay(&t, Duration::from_secs(3600));
+    let mut late = t.pool.get().await.unwrap();
+    let tx = late.transaction().await.unwrap();
+    let late_id: i64 = tx
+        .query_one(
+            &format!(
+                "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+                 VALUES ('e', 'a', 'late', 'late', '{{}}') RETURNING id",
+                t.schema.quoted()
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    // Batches above it, each claimed while it is still open: every claim
+    // gives the floor a chance to move, and it must not pass `late_id`.
+    for round in 0..4 {
+        commit_rows(&t, "early", 10).await;
+        let stats = r.run_once().await.unwrap();
+        assert_eq!(stats.marked_sent, 10, "round {round}");
+    }
+    tx.commit().await.unwrap();
+    commit_rows(&t, "after", 5).await;
+    let stats = r.run_once().await.unwrap();
+    assert_eq!(stats.marked_sent, 6, "the late row and the five after it");
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages_sent WHERE id = {late_id}"
+        ))
+        .await,
+        1
+    );
+}
+
+/// A row that goes back to pending below the floor without this relay
+/// knowing (another relay's release, an operator's replay) is found by the
+/// next sweep from id 0.
+#[tokio::test]
+async fn a_row_put_back_below_the_floor_is_found_by_the_sweep() {
+    let t = TestSchema::new("floor_sweep").await;
+    let r = relay(&t, Duration::from_millis(300));
+    for _ in 0..4 {
+        commit_rows(&t, "early", 10).await;
+        assert_eq!(r.run_once().await.unwrap().marked_sent, 10);
+    }
+    // As if another relay had claimed the first row and released it: a
+    // pending row with the lowest id of all.
+    t.exec(
+        "INSERT INTO {schema}.messages (id, event_type, aggregate_type, aggregate_id, topic, payload) \
+         VALUES (-1, 'e', 'a', 'back', 'back', '{}')",
+    )
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut found = 0;
+    while found == 0 && std::time::Instant::now() < deadline {
+        found = r.run_once().await.unwrap().marked_sent;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(found, 1);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages_sent WHERE id = -1")
+            .await,
+        1
+    );
+}
+
+/// Rows the reaper recovers are claimable at once, not at the next sweep.
+#[tokio::test]
+async fn rows_the_reaper_recovers_are_claimed_without_waiting_for_a_sweep() {
+    let t = TestSchema::new("floor_reaped").await;
+    let r = relay(&t, Duration::from_secs(3600));
+    commit_rows(&t, "t", 10).await;
+    // Claimed by a relay that died: its lease is long expired.
+    t.exec(
+        "UPDATE {schema}.messages SET status = 'processing', attempts = 1, locked_by = 'dead', \
+           locked_at = now() - interval '1 day'",
+    )
+    .await;
+    for _ in 0..4 {
+        commit_rows(&t, "later", 10).await;
+        assert_eq!(r.run_once().await.unwrap().marked_sent, 10);
+    }
+    assert_eq!(r.reap().await.unwrap(), 10);
+    assert_eq!(r.run_once().await.unwrap().marked_sent, 10);
+}
