@@ -34,7 +34,7 @@ pub struct RelayConfig {
     pub shutdown_grace: Duration,
     /// Longest pause between probes of a destination that is down.
     pub breaker_max_backoff: Duration,
-    /// How often a claim reads the claimable index from id 0 instead of
+    /// How often a claim reads the claimable index from its start instead of
     /// from the claim floor, for rows that went back to the queue below it
     /// without this relay knowing (another relay's failures, the reaper,
     /// replays). See [`crate::relay::ClaimCursor`].
