@@ -130,6 +130,13 @@ async fn drain_in(
             client.execute(&bq.seed_preload, &[&n]).await?;
             client.batch_execute(&bq.vacuum_seed).await?;
         }
+        // Start every timed drain from a clean slate: the preload's (and the
+        // previous run's) dirty pages written out now, not by a checkpoint
+        // landing in the middle of whichever algorithm runs next. Needs
+        // superuser or pg_checkpoint; without it, runs are only noisier.
+        if let Err(e) = client.batch_execute(&bq.checkpoint).await {
+            tracing::debug!(error = %e, "no CHECKPOINT before the drain");
+        }
     }
     let done = progress.start(algorithm.key(), messages);
     let started = Instant::now();

@@ -55,6 +55,8 @@ pub struct BenchQueries {
     pub vacuum_messages: String,
     /// Refreshes statistics after a seed-table preload.
     pub vacuum_seed: String,
+    /// Writes out every dirty page before a timed run.
+    pub checkpoint: String,
     /// Drops the throwaway schema.
     pub drop_schema: String,
 }
@@ -134,6 +136,7 @@ impl BenchQueries {
             sent_times: r("SELECT event_id, sent_at FROM {schema}.messages_sent"),
             vacuum_messages: r("VACUUM ANALYZE {schema}.messages"),
             vacuum_seed: r("VACUUM ANALYZE {schema}.seed_messages"),
+            checkpoint: "CHECKPOINT".to_owned(),
             drop_schema: r("DROP SCHEMA IF EXISTS {schema} CASCADE"),
         }
     }
