@@ -172,3 +172,119 @@ async fn create_stream_captures_the_prefix() {
     assert_eq!(ids, batch.iter().map(|m| m.event_id).collect::<Vec<_>>());
     js().await.delete_stream(&name).await.unwrap();
 }
+
+/// A payload the client accepts (it checks the body alone against 1 MiB)
+/// but whose headers take the whole message past the server's max_payload:
+/// sent, the server would close the connection under the whole batch.
+#[tokio::test]
+async fn message_over_max_payload_fails_alone() {
+    let h = NatsHarness::new();
+    let t = h.target().await;
+    let mut big = conformance::message(&t.topic, 99);
+    let blob = "x".repeat(1_048_568 - r#"{"blob":""}"#.len());
+    big.payload = serde_json::json!({ "blob": blob });
+    assert_eq!(big.payload.to_string().len(), 1_048_568);
+    conformance::bad_message_fails_alone(&h, &t, big, "NATS server max_payload is 1048576").await;
+}
+
+/// Subjects that are no subject at all (a space or a tab splits the
+/// protocol line) fail alone too.
+#[tokio::test]
+async fn invalid_subject_fails_alone() {
+    let h = NatsHarness::new();
+    let t = h.target().await;
+    let bad = conformance::message(&format!("{}\tx", t.topic), 1);
+    conformance::bad_message_fails_alone(&h, &t, bad, "is invalid").await;
+}
+
+/// With no subject prefix, a topic naming the JetStream API would be a
+/// request to it: `$JS.API.STREAM.DELETE.<name>` deleted the stream.
+#[tokio::test]
+async fn reserved_subjects_are_refused_and_the_stream_survives() {
+    let name = unique("victim").to_uppercase();
+    js().await
+        .create_stream(stream::Config {
+            name: name.clone(),
+            subjects: vec![format!("{}.>", name.to_lowercase())],
+            storage: stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let p = NatsPublisher::from_url(&nats_url()).unwrap();
+    for (topic, prefix) in [
+        (format!("$JS.API.STREAM.DELETE.{name}"), "\"$\""),
+        ("$SYS.REQ.SERVER.PING".to_owned(), "\"$\""),
+        ("_INBOX.abc".to_owned(), "\"_INBOX.\""),
+    ] {
+        // An empty request, as the API takes it: sent, it would be obeyed.
+        let mut m = conformance::message(&topic, 1);
+        m.payload = serde_json::json!({});
+        let out = p.publish(&[m]).await;
+        let e = out[0].as_ref().expect_err("refused");
+        assert_eq!(e.class, ErrorClass::Permanent, "{e}");
+        assert!(
+            e.message.contains(&format!("reserved prefix {prefix}")),
+            "{e}"
+        );
+    }
+    assert!(
+        js().await.get_stream(&name).await.is_ok(),
+        "stream survives"
+    );
+    js().await.delete_stream(&name).await.unwrap();
+}
+
+/// Through the relay, the refused message ends dead with the reason, the
+/// stream is still there; with allow_reserved=true the operator can still
+/// reach the API on purpose.
+#[tokio::test]
+async fn relay_dead_letters_a_reserved_subject() {
+    let name = unique("victim").to_uppercase();
+    js().await
+        .create_stream(stream::Config {
+            name: name.clone(),
+            subjects: vec![format!("{}.>", name.to_lowercase())],
+            storage: stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let t = outbox_testkit::TestSchema::new("nats_reserved").await;
+    let m = outbox::NewMessage::new("x", "a", "1", &serde_json::json!({}))
+        .unwrap()
+        .topic(format!("$JS.API.STREAM.DELETE.{name}"));
+    let client = t.pool.get().await.unwrap();
+    outbox::Outbox::with_schema(t.schema.clone())
+        .enqueue_many(&**client, std::slice::from_ref(&m))
+        .await
+        .unwrap();
+    let store = outbox_relay::Store::new(t.pool.clone(), t.schema.clone());
+    let p = NatsPublisher::from_url(&nats_url()).unwrap();
+    let relay = outbox_relay::Relay::new(store, p, Default::default()).unwrap();
+    let pass = relay.run_once().await.unwrap();
+    assert_eq!((pass.claimed, pass.dead), (1, 1), "{pass}");
+    let dead = t
+        .count(
+            "SELECT count(*) FROM {schema}.all_messages \
+             WHERE status = 'dead' AND dead_reason LIKE '%reserved prefix \"$\"%'",
+        )
+        .await;
+    assert_eq!(dead, 1, "dead, with the reason");
+    assert!(
+        js().await.get_stream(&name).await.is_ok(),
+        "stream survives"
+    );
+
+    let allowed = NatsPublisher::from_url(&format!("{}?allow_reserved=true", nats_url())).unwrap();
+    let mut delete = conformance::message(&format!("$JS.API.STREAM.DELETE.{name}"), 2);
+    // The API takes an empty request.
+    delete.payload = serde_json::json!({});
+    // Not a stream subject: the API answers the request, there is no PubAck,
+    // so the outcome is an error; what matters is that it was sent.
+    let _ = allowed.publish(&[delete]).await;
+    assert!(
+        js().await.get_stream(&name).await.is_err(),
+        "opt-in reaches the API"
+    );
+}

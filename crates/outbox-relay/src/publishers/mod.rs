@@ -9,6 +9,15 @@ pub mod asynq;
 pub mod http;
 #[cfg(feature = "publisher-kafka")]
 pub mod kafka;
+#[cfg(any(
+    feature = "publisher-amqp",
+    feature = "publisher-mqtt",
+    feature = "publisher-nats",
+    feature = "publisher-kafka",
+    feature = "publisher-redis",
+    feature = "publisher-asynq"
+))]
+mod limits;
 #[cfg(feature = "publisher-mqtt")]
 pub mod mqtt;
 #[cfg(feature = "publisher-nats")]

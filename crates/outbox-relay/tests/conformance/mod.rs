@@ -198,6 +198,33 @@ pub async fn outcomes_are_per_message<H: Harness>(h: &H) {
     }
 }
 
+/// A batch of 20 good messages with `bad` in the middle: exactly `bad`
+/// fails, permanently, with a reason holding `reason`; the 20 others are
+/// delivered (counted on the broker), and the same publisher delivers the
+/// next batch, so the bad message did not take the connection down.
+pub async fn bad_message_fails_alone<H: Harness>(
+    h: &H,
+    t: &Target<H::P>,
+    bad: Message,
+    reason: &str,
+) {
+    let mut batch: Vec<Message> = (0..20).map(|n| message(&t.topic, n)).collect();
+    batch.insert(10, bad);
+    let outcomes = t.publisher.publish(&batch).await;
+    assert_eq!(outcomes.len(), 21, "one outcome per message");
+    let e = outcomes[10].as_ref().expect_err("the bad message fails");
+    assert_eq!(e.class, ErrorClass::Permanent, "{e}");
+    assert!(e.message.contains(reason), "reason names the limit: {e}");
+    for (i, o) in outcomes.iter().enumerate().filter(|(i, _)| *i != 10) {
+        assert!(o.is_ok(), "message {i} failed with the bad one: {o:?}");
+    }
+    let got = h.read_back(t, &t.topic).await;
+    assert_eq!(got.len(), 20, "every good message delivered once");
+    let next: Vec<Message> = (20..23).map(|n| message(&t.topic, n)).collect();
+    assert_ok(&t.publisher.publish(&next).await, 3, "the next batch");
+    assert_eq!(h.read_back(t, &t.topic).await.len(), 23);
+}
+
 /// Through the relay: with the broker down, a pass hands its claims back
 /// without spending an attempt and opens the breaker (the publisher's
 /// `check` must fail), so an outage never pushes messages toward dead.

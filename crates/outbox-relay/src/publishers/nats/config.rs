@@ -1,5 +1,12 @@
-//! `nats://host:port[,host:port]?subject_prefix=…&create_stream=NAME&ack_timeout=…`
+//! `nats://host:port[,host:port]?subject_prefix=…&create_stream=NAME&ack_timeout=…&allow_reserved=true`
+//!
+//! Subjects starting with `$` (`$JS.API.…`, `$SYS.…`, `$KV.…`, `$O.…`) or
+//! `_INBOX.` address the server itself or other clients' replies: a message
+//! whose subject is one of them is refused, permanently, unless the URL says
+//! `allow_reserved=true`. With a `subject_prefix`, the prefix starts every
+//! subject, so only a prefix of that form could reach them.
 
+use crate::publishers::limits;
 use crate::publishers::options::UrlOptions;
 use crate::Result;
 use std::time::Duration;
@@ -19,6 +26,8 @@ pub struct NatsConfig {
     pub connect_timeout: Duration,
     /// The CloudEvents `source` attribute (`source`, default `/outbox`).
     pub source: String,
+    /// Let subjects start with `$` or `_INBOX.` (`allow_reserved`, default false).
+    pub allow_reserved: bool,
 }
 
 impl std::fmt::Debug for NatsConfig {
@@ -40,6 +49,7 @@ impl NatsConfig {
             "ack_timeout",
             "connect_timeout",
             "source",
+            limits::ALLOW_RESERVED,
         ];
         // Several servers are comma-separated; check the first as a URL and
         // hand the whole list to async-nats.
@@ -69,7 +79,26 @@ impl NatsConfig {
                 ));
             }
         }
+        let allow_reserved = match o.get(limits::ALLOW_RESERVED) {
+            None => false,
+            Some(v) => limits::parse_bool(v).ok_or_else(|| {
+                o.error(format!(
+                    "{}={v:?} must be true or false",
+                    limits::ALLOW_RESERVED
+                ))
+            })?,
+        };
+        // Checked here, not only per message: a prefix of that form would
+        // send every message to dead.
+        if !allow_reserved && RESERVED.iter().any(|p| subject_prefix.starts_with(p)) {
+            return Err(o.error(format!(
+                "subject_prefix {subject_prefix:?} addresses the server's reserved subjects ($…, _INBOX.…); \
+                 add {}=true to mean it",
+                limits::ALLOW_RESERVED
+            )));
+        }
         Ok(Self {
+            allow_reserved,
             servers: servers.to_owned(),
             subject_prefix,
             create_stream,
@@ -92,12 +121,23 @@ impl NatsConfig {
     }
 }
 
+/// Prefixes of the subjects the server itself serves: `$JS.API.…` (stream
+/// and consumer management: a message there is a request, so a topic
+/// `$JS.API.STREAM.DELETE.X` deletes stream X), `$SYS.…`, `$KV.…`, `$O.…`
+/// and the rest of `$`, and `_INBOX.…` (other clients' replies).
+pub(crate) const RESERVED: [&str; 2] = ["$", "_INBOX."];
+
 /// Whether `s` is a subject one can publish to: non-empty tokens, no
-/// whitespace, no wildcards.
+/// whitespace or control characters (the protocol line is split on spaces
+/// and tabs), no wildcards.
 pub(crate) fn valid_subject(s: &str) -> bool {
     !s.is_empty()
-        && s.split('.')
-            .all(|t| !t.is_empty() && t != "*" && t != ">" && !t.contains(char::is_whitespace))
+        && s.split('.').all(|t| {
+            !t.is_empty()
+                && t != "*"
+                && t != ">"
+                && !t.contains(|c: char| c.is_whitespace() || c.is_control())
+        })
 }
 
 #[cfg(test)]
@@ -122,10 +162,18 @@ mod tests {
             ),
             ("nats://h/orders", "no path"),
             ("nats://h?subject=x", "unknown option"),
+            ("nats://h?allow_reserved=maybe", "must be true or false"),
+            ("nats://h?subject_prefix=$JS.", "allow_reserved=true"),
         ] {
             let e = NatsConfig::from_url(url).unwrap_err().to_string();
             assert!(e.contains(needle), "{url}: {e}");
         }
+        assert!(
+            NatsConfig::from_url("nats://h?subject_prefix=$JS.&allow_reserved=true")
+                .unwrap()
+                .allow_reserved
+        );
+        assert!(!valid_subject("a\tb") && !valid_subject("a\u{0}b"));
         assert!(valid_subject("app.orders") && !valid_subject("app..x") && !valid_subject("a b"));
     }
 }

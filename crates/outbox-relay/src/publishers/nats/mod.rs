@@ -11,6 +11,7 @@ mod config;
 pub use config::NatsConfig;
 
 use crate::envelope::{field, Envelope};
+use crate::publishers::limits;
 use crate::{Message, Outcome, PublishError, Publisher, Result};
 use async_nats::jetstream::{self, context::PublishErrorKind};
 use async_nats::HeaderMap;
@@ -77,12 +78,19 @@ impl NatsPublisher {
 
     /// The subject, headers and body of `m`, or why it cannot be sent.
     pub fn encode(&self, m: &Message) -> Result<(String, HeaderMap, bytes::Bytes), PublishError> {
+        self.encode_sized(m).map(|(s, h, b, _)| (s, h, b))
+    }
+
+    /// [`Self::encode`], plus the size the server checks against its
+    /// max_payload: the header block and the body together (the client
+    /// checks the body alone, so a body just under the limit passes it and
+    /// the server then closes the connection under the whole batch).
+    fn encode_sized(
+        &self,
+        m: &Message,
+    ) -> Result<(String, HeaderMap, bytes::Bytes, usize), PublishError> {
         let subject = self.config.subject(&m.topic);
-        if !config::valid_subject(&subject) {
-            return Err(PublishError::permanent(format!(
-                "nats: {subject:?} is not a valid subject to publish to"
-            )));
-        }
+        check_subject(&subject, self.config.allow_reserved)?;
         let e = Envelope::from(m);
         let mut pairs = e.binary_headers(&self.config.source);
         pairs.extend(e.metadata().into_iter().map(|(k, v)| (k.to_owned(), v)));
@@ -92,17 +100,48 @@ impl NatsPublisher {
         ));
         pairs.push(("Nats-Msg-Id".to_owned(), e.event_id.to_string()));
         let mut headers = HeaderMap::new();
+        // On the wire: `NATS/1.0\r\n`, `key: value\r\n` each, `\r\n`.
+        let mut size = HEADER_PREAMBLE.len() + 2;
         for (k, v) in pairs {
             // A line break would end the header block early on the wire.
             if v.contains(['\r', '\n']) {
-                return Err(PublishError::permanent(format!(
-                    "nats: header {k} holds a line break, which NATS headers cannot carry"
-                )));
+                return Err(limits::header(
+                    "nats",
+                    &k,
+                    "holds a line break, which NATS headers cannot carry",
+                ));
             }
+            size += k.len() + 2 + v.len() + 2;
             headers.insert(k.as_str(), v.as_str());
         }
-        Ok((subject, headers, e.payload.to_string().into()))
+        let body: bytes::Bytes = e.payload.to_string().into();
+        size += body.len();
+        Ok((subject, headers, body, size))
     }
+}
+
+/// What starts every NATS header block.
+const HEADER_PREAMBLE: &str = "NATS/1.0\r\n";
+
+/// Whether `subject` can be published to, and is nobody's control plane.
+fn check_subject(subject: &str, allow_reserved: bool) -> Result<(), PublishError> {
+    if !config::valid_subject(subject) {
+        return Err(limits::invalid(
+            "nats",
+            "subject",
+            subject,
+            "subjects are non-empty dot-separated tokens without whitespace, \
+             control characters or the wildcards * and >",
+        ));
+    }
+    limits::reserved(
+        "nats",
+        "subject",
+        subject,
+        &config::RESERVED,
+        "the server's own API and reply subjects",
+        allow_reserved,
+    )
 }
 
 impl Publisher for NatsPublisher {
@@ -115,9 +154,15 @@ impl Publisher for NatsPublisher {
             Ok(js) => js,
             Err(e) => return vec![Err(e); batch.len()],
         };
+        // Learnt from the server at connect (and again on reconnect).
+        let max_payload = js.client().server_info().max_payload;
         let mut acks = Vec::with_capacity(batch.len());
         for m in batch {
-            let sent = match self.encode(m) {
+            let encoded = self.encode_sized(m).and_then(|(s, h, b, size)| {
+                limits::size("nats", size, "NATS server max_payload", max_payload)?;
+                Ok((s, h, b))
+            });
+            let sent = match encoded {
                 Ok((subject, headers, body)) => js
                     .publish_with_headers(subject.clone(), headers, body)
                     .await
