@@ -152,3 +152,78 @@ async fn reconnects_on_a_later_batch_after_losing_the_session() {
     }
     assert_eq!(reader.finish().await.len(), 2);
 }
+
+/// Mosquitto answers a topic it cannot take (a TAB or another control
+/// character, more than 65535 bytes) by closing the connection, which
+/// carries the whole batch: each such message must be refused before
+/// anything is sent, fail alone, and leave the session up for the next one.
+#[tokio::test]
+async fn bad_topics_and_sizes_fail_alone_and_the_session_survives() {
+    let prefix = prefix();
+    let long = format!("ok.{}", "l".repeat(70_000));
+    let bads: [(&str, &str, usize); 4] = [
+        ("ok.with\ttab", "is invalid", 0),
+        ("ok.del\u{7f}", "is invalid", 0),
+        (&long, "65535", 0),
+        ("ok.big", "MQTT max_packet_size is 8192", 9_000),
+    ];
+    let reader = readback::mqtt(&format!("{prefix}/#"), 20 * bads.len() + 3).await;
+    let p = publisher(&prefix, "&max_packet_size=8192");
+    let mut want = Vec::new();
+    for (topic, reason, size) in bads {
+        let mut batch = messages(20, "ok");
+        let mut bad = messages(1, topic).remove(0);
+        if size > 0 {
+            bad.payload = serde_json::json!({ "blob": "x".repeat(size) });
+        }
+        batch.insert(10, bad);
+        let outcomes = p.publish(&batch).await;
+        assert_eq!(outcomes.len(), 21);
+        let e = outcomes[10].clone().unwrap_err();
+        assert_eq!(e.class, ErrorClass::Permanent, "{e}");
+        assert!(e.message.contains(reason), "{e}");
+        for (i, o) in outcomes.iter().enumerate().filter(|(i, _)| *i != 10) {
+            assert!(o.is_ok(), "{topic:?}: message {i} failed: {o:?}");
+        }
+        batch.remove(10);
+        want.extend(batch.iter().map(|m| m.event_id.to_string()));
+    }
+    let next = messages(3, "ok");
+    assert_all_ok(&p.publish(&next).await);
+    want.extend(next.iter().map(|m| m.event_id.to_string()));
+
+    let mut got: Vec<String> = reader
+        .finish()
+        .await
+        .iter()
+        .map(|d| d["body"]["event_id"].as_str().unwrap().to_owned())
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "every good message, once");
+}
+
+/// `$SYS/…` is the broker's own tree and `$share/…` a subscription syntax:
+/// neither is a topic to publish to unless the operator says so.
+#[tokio::test]
+async fn reserved_topics_are_refused_unless_allowed() {
+    let p = MqttPublisher::from_url("mqtt://127.0.0.1:1883?topic_map=none").unwrap();
+    let mut batch = messages(3, "outbox-test/ok");
+    batch[0].topic = "$SYS/broker/x".into();
+    batch[2].topic = "$share/g/x".into();
+    let outcomes = p.publish(&batch).await;
+    for i in [0, 2] {
+        let e = outcomes[i].clone().unwrap_err();
+        assert_eq!(e.class, ErrorClass::Permanent, "{e}");
+        assert!(e.message.contains("reserved prefix \"$\""), "{e}");
+        assert!(e.message.contains("allow_reserved=true"), "{e}");
+    }
+    assert!(outcomes[1].is_ok(), "{outcomes:?}");
+
+    let allowed =
+        MqttPublisher::from_url("mqtt://127.0.0.1:1883?topic_map=none&allow_reserved=true")
+            .unwrap();
+    let mut m = messages(1, "x");
+    m[0].topic = format!("$outbox-test/{}", suffix());
+    assert_all_ok(&allowed.publish(&m).await);
+}

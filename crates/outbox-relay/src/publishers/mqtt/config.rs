@@ -1,9 +1,19 @@
-//! `mqtt://user:pass@host:port?client_id=…&topic_map=dots|none&prefix=…`.
+//! `mqtt://user:pass@host:port?client_id=…&topic_map=dots|none&prefix=…&max_packet_size=…&allow_reserved=true`.
+//!
+//! Topics starting with `$` (`$SYS/…`, the broker's own; `$share/…`, a
+//! subscription form) are refused, permanently, unless the URL says
+//! `allow_reserved=true`. `max_packet_size` (bytes, default the protocol's
+//! 268435455) should match the broker's (Mosquitto's `max_packet_size` /
+//! `message_size_limit`): a larger message is refused before sending, as
+//! the broker would drop the connection over it.
 
-use crate::publishers::redact_url;
+use crate::publishers::{limits, redact_url};
 use crate::{Error, Result};
 use std::time::Duration;
 use url::Url;
+
+/// Topic prefixes that are the broker's, not the application's.
+pub(crate) const RESERVED: [&str; 1] = ["$"];
 
 /// How outbox topics become MQTT topic names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +47,10 @@ pub struct MqttConfig {
     pub keep_alive: Duration,
     /// QoS 1 messages in flight at once.
     pub inflight: u16,
+    /// The largest PUBLISH (remaining length, bytes) the broker takes.
+    pub max_packet_size: usize,
+    /// Let topics start with `$` (`allow_reserved`, default false).
+    pub allow_reserved: bool,
 }
 
 // The password stays out of Debug.
@@ -52,6 +66,8 @@ impl std::fmt::Debug for MqttConfig {
             .field("timeout", &self.timeout)
             .field("keep_alive", &self.keep_alive)
             .field("inflight", &self.inflight)
+            .field("max_packet_size", &self.max_packet_size)
+            .field("allow_reserved", &self.allow_reserved)
             .finish()
     }
 }
@@ -87,6 +103,8 @@ impl MqttConfig {
             timeout: Duration::from_secs(30),
             keep_alive: Duration::from_secs(30),
             inflight: 100,
+            max_packet_size: super::MAX_REMAINING,
+            allow_reserved: false,
         };
         let positive = |k: &str, v: &str| -> Result<u64> {
             v.parse::<u64>()
@@ -120,11 +138,34 @@ impl MqttConfig {
                         .filter(|n| *n < u16::MAX)
                         .ok_or_else(|| bad(format!("inflight must be below 65535, got {v}")))?;
                 }
+                "max_packet_size" => {
+                    cfg.max_packet_size = usize::try_from(positive(&k, &v)?)
+                        .ok()
+                        .filter(|n| *n <= super::MAX_REMAINING)
+                        .ok_or_else(|| {
+                            bad(format!(
+                                "max_packet_size must be at most {}, got {v}",
+                                super::MAX_REMAINING
+                            ))
+                        })?;
+                }
+                limits::ALLOW_RESERVED => {
+                    cfg.allow_reserved = limits::parse_bool(&v)
+                        .ok_or_else(|| bad(format!("{k} must be true or false, got {v:?}")))?;
+                }
                 other => return Err(bad(format!("unknown option {other:?}"))),
             }
         }
         if cfg.prefix.contains(['+', '#']) {
             return Err(bad("prefix must not contain the wildcards + or #".into()));
+        }
+        // Checked here too: such a prefix would send every message to dead.
+        if !cfg.allow_reserved && RESERVED.iter().any(|r| cfg.prefix.starts_with(r)) {
+            return Err(bad(format!(
+                "prefix {:?} starts with $, the broker's reserved topics; add {}=true to mean it",
+                cfg.prefix,
+                limits::ALLOW_RESERVED
+            )));
         }
         Ok(cfg)
     }
@@ -177,6 +218,12 @@ mod tests {
             ("mqtt://u:hunter2@h?bogus=1", "bogus"),
             ("mqtt://u:hunter2@h?timeout_ms=0", "timeout_ms"),
             ("mqtt://u:hunter2@h?prefix=a/%23", "wildcards"),
+            ("mqtt://u:hunter2@h?prefix=$SYS", "allow_reserved=true"),
+            ("mqtt://u:hunter2@h?allow_reserved=sure", "allow_reserved"),
+            (
+                "mqtt://u:hunter2@h?max_packet_size=268435456",
+                "max_packet_size",
+            ),
         ] {
             let e = MqttConfig::from_url(url).unwrap_err().to_string();
             assert!(e.contains(word), "{e}");

@@ -14,14 +14,16 @@ mod config;
 pub use config::{MqttConfig, TopicMap};
 
 use crate::envelope::Envelope;
+use crate::publishers::limits;
 use crate::{Message, Outcome, PublishError, Publisher, Result};
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Outgoing, Packet, QoS};
 use std::collections::{HashMap, VecDeque};
 use tokio::sync::{mpsc, Mutex};
 use tokio::task::JoinHandle;
 
-/// MQTT's largest packet (remaining length), less room for the header.
-const MAX_PAYLOAD: usize = 268_435_455 - 65_540;
+/// MQTT's largest remaining length (the packet less its 1 to 5 byte fixed
+/// header): the default `max_packet_size`.
+pub(crate) const MAX_REMAINING: usize = 268_435_455;
 
 /// The MQTT publisher: one session, opened on first use and reopened on
 /// the batch after a loss.
@@ -82,7 +84,10 @@ impl MqttPublisher {
         opts.set_keep_alive(c.keep_alive)
             .set_clean_session(true)
             .set_inflight(c.inflight)
-            .set_max_packet_size(MAX_PAYLOAD + 65_540, MAX_PAYLOAD + 65_540);
+            // rumqttc counts the whole packet; a larger one would end the
+            // event loop (and the session) instead of failing one message,
+            // so publish_on refuses it first.
+            .set_max_packet_size(MAX_REMAINING + 5, MAX_REMAINING + 5);
         if let Some((user, pass)) = &c.credentials {
             opts.set_credentials(user, pass);
         }
@@ -119,18 +124,12 @@ impl MqttPublisher {
         for (i, m) in batch.iter().enumerate() {
             let topic = self.cfg.mqtt_topic(&m.topic);
             let body = Envelope::from(m).to_json().into_bytes();
-            if !valid_topic(&topic) {
-                outcomes[i] = Some(Err(PublishError::permanent(format!(
-                    "topic {topic:?} is not a valid MQTT topic name (empty, too long, or has + # or NUL)"
-                ))));
-            } else if body.len() > MAX_PAYLOAD {
-                outcomes[i] = Some(Err(PublishError::permanent(format!(
-                    "message is {} bytes; MQTT packets are at most {MAX_PAYLOAD}",
-                    body.len()
-                ))));
-            } else {
-                order.push_back(i);
-                requests.push((topic, body));
+            match self.admissible(&topic, body.len()) {
+                Err(e) => outcomes[i] = Some(Err(e)),
+                Ok(()) => {
+                    order.push_back(i);
+                    requests.push((topic, body));
+                }
             }
         }
         let mut waiting = order.len();
@@ -214,8 +213,43 @@ async fn drive(mut eventloop: EventLoop, tx: mpsc::UnboundedSender<Result<Ev, St
     }
 }
 
-fn valid_topic(t: &str) -> bool {
-    !t.is_empty() && t.len() <= 65_535 && !t.contains(['+', '#', '\0'])
+impl MqttPublisher {
+    /// Whether a PUBLISH of `body_len` bytes to `topic` is one the broker
+    /// takes: Mosquitto answers a malformed topic or an oversized packet by
+    /// closing the connection, under every message of the batch.
+    fn admissible(&self, topic: &str, body_len: usize) -> Result<(), PublishError> {
+        let why = if topic.is_empty() {
+            Some("a topic name is at least one character")
+        } else if topic.len() > 65_535 {
+            Some("longer than 65535 bytes, the most an MQTT string holds")
+        } else if topic.contains(['+', '#']) {
+            Some("the wildcards + and # only belong in subscriptions")
+        } else if topic.contains(limits::mqtt_forbidden) {
+            Some("MQTT strings hold no NUL, control characters (TAB included) or Unicode non-characters")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(limits::invalid("mqtt", "topic", topic, why));
+        }
+        limits::reserved(
+            "mqtt",
+            "topic",
+            topic,
+            &config::RESERVED,
+            "the broker's $SYS tree and $share subscriptions",
+            self.cfg.allow_reserved,
+        )?;
+        // Remaining length of a QoS 1 PUBLISH: topic (length-prefixed),
+        // packet id, body.
+        let size = 2 + topic.len() + 2 + body_len;
+        limits::size(
+            "mqtt",
+            size,
+            "MQTT max_packet_size",
+            self.cfg.max_packet_size,
+        )
+    }
 }
 
 impl Publisher for MqttPublisher {
