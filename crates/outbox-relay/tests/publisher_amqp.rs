@@ -224,3 +224,81 @@ async fn reconnects_on_a_later_batch_after_the_broker_closes_the_connection() {
     }
     assert_eq!(reader.finish().await.len(), 2);
 }
+
+/// A header block larger than a frame, a header name or routing key over
+/// 255 bytes, a body over the broker's max_message_size: each fails alone,
+/// before anything is sent (RabbitMQ closes the channel or the connection
+/// over the first and the last, under the whole batch), and the channel
+/// carries the next batch.
+#[tokio::test]
+async fn oversized_messages_fail_alone_and_the_channel_survives() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let topic = format!("ok.{}", suffix());
+    let mut big_header = messages(1, &topic).remove(0);
+    big_header.headers.insert("big".into(), "h".repeat(200_000));
+    let mut long_key = messages(1, &topic).remove(0);
+    long_key.headers.insert("k".repeat(300), "v".into());
+    let long_topic = messages(1, &"t".repeat(300)).remove(0);
+    let mut big_body = messages(1, &topic).remove(0);
+    big_body.payload = serde_json::json!({ "blob": "b".repeat(70_000) });
+    let bads = [
+        (big_header, "AMQP frame_max is 131072"),
+        (long_key, "at most 255"),
+        (long_topic, "at most 255"),
+        (big_body, "RabbitMQ max_message_size is 65536"),
+    ];
+    let reader = readback::amqp(&exchange, "#", 20 * bads.len() + 3).await;
+    let p = AmqpPublisher::from_url(&format!(
+        "{BROKER}?exchange={exchange}&max_message_size=65536"
+    ))
+    .unwrap();
+    let mut want = Vec::new();
+    for (bad, reason) in bads {
+        let mut batch = messages(20, &topic);
+        batch.insert(10, bad);
+        let outcomes = p.publish(&batch).await;
+        assert_eq!(outcomes.len(), 21);
+        let e = outcomes[10].clone().unwrap_err();
+        assert_eq!(e.class, ErrorClass::Permanent, "{e}");
+        assert!(e.message.contains(reason), "{reason}: {e}");
+        for (i, o) in outcomes.iter().enumerate().filter(|(i, _)| *i != 10) {
+            assert!(o.is_ok(), "{reason}: message {i} failed: {o:?}");
+        }
+        batch.remove(10);
+        want.extend(batch.iter().map(|m| m.event_id.to_string()));
+    }
+    let next = messages(3, &topic);
+    assert_all_ok(&p.publish(&next).await);
+    want.extend(next.iter().map(|m| m.event_id.to_string()));
+    let mut got: Vec<String> = reader
+        .finish()
+        .await
+        .iter()
+        .map(|d| d["properties"]["message_id"].as_str().unwrap().to_owned())
+        .collect();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "every good message, once");
+}
+
+/// Through the default exchange the topic names a queue; `amq.` queues are
+/// the broker's (server-named queues, `amq.rabbitmq.reply-to`).
+#[tokio::test]
+async fn amq_queues_are_reserved_on_the_default_exchange() {
+    let p = AmqpPublisher::from_url(&format!("{BROKER}?exchange=")).unwrap();
+    let out = p
+        .publish(&messages(1, "amq.rabbitmq.reply-to"))
+        .await
+        .remove(0);
+    let e = out.unwrap_err();
+    assert_eq!(e.class, ErrorClass::Permanent, "{e}");
+    assert!(e.message.contains("reserved prefix \"amq.\""), "{e}");
+    assert!(e.message.contains("allow_reserved=true"), "{e}");
+    for (url, needle) in [
+        (format!("{BROKER}?exchange=bad%20name"), "exchange"),
+        (format!("{BROKER}?exchange=amq.mine&declare=true"), "amq."),
+    ] {
+        let e = AmqpPublisher::from_url(&url).unwrap_err().to_string();
+        assert!(e.contains(needle), "{url}: {e}");
+    }
+}

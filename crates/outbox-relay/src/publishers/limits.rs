@@ -28,11 +28,22 @@ pub(crate) fn size(
     what: &str,
     limit: usize,
 ) -> Result<(), PublishError> {
+    part_size(publisher, "encoded message", size, what, limit)
+}
+
+/// [`size`] for a part of the message (`part` = "header frame", …).
+pub(crate) fn part_size(
+    publisher: &str,
+    part: &str,
+    size: usize,
+    what: &str,
+    limit: usize,
+) -> Result<(), PublishError> {
     if size <= limit {
         return Ok(());
     }
     Err(PublishError::permanent(format!(
-        "{publisher}: encoded message is {size} bytes, {what} is {limit}"
+        "{publisher}: {part} is {size} bytes, {what} is {limit}"
     )))
 }
 

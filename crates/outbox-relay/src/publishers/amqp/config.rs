@@ -1,14 +1,24 @@
-//! `amqp://user:pass@host:port/vhost?exchange=outbox&declare=true`.
+//! `amqp://user:pass@host:port/vhost?exchange=outbox&declare=true&max_message_size=…&allow_reserved=true`.
+//!
+//! `max_message_size` (bytes, default 134217728, RabbitMQ's default) should
+//! match the broker's: a larger body is refused before sending, as the
+//! broker would close the channel over it. With the default exchange
+//! (`exchange=`) the topic names a queue, and queues starting with `amq.`
+//! (the broker's own, such as `amq.rabbitmq.reply-to`) are refused,
+//! permanently, unless the URL says `allow_reserved=true`.
 //!
 //! The publisher's own options are taken out of the query; what is left
 //! (`heartbeat`, `connection_timeout`, `frame_max`, ...) is passed to the
 //! AMQP client unchanged.
 
 use crate::envelope::DEFAULT_SOURCE;
-use crate::publishers::redact_url;
+use crate::publishers::{limits, redact_url};
 use crate::{Error, Result};
 use std::time::Duration;
 use url::Url;
+
+/// RabbitMQ's default `max_message_size` (128 MiB).
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 134_217_728;
 
 /// Exchange used when the URL names none.
 pub const DEFAULT_EXCHANGE: &str = "outbox";
@@ -28,6 +38,11 @@ pub struct AmqpConfig {
     pub source: String,
     /// Shown by RabbitMQ for this connection (management UI, `rabbitmqctl`).
     pub connection_name: String,
+    /// The largest body the broker takes (`max_message_size`, bytes).
+    pub max_message_size: usize,
+    /// Let topics name `amq.` queues through the default exchange
+    /// (`allow_reserved`, default false).
+    pub allow_reserved: bool,
 }
 
 // The URI holds the password.
@@ -40,6 +55,8 @@ impl std::fmt::Debug for AmqpConfig {
             .field("confirm_timeout", &self.confirm_timeout)
             .field("source", &self.source)
             .field("connection_name", &self.connection_name)
+            .field("max_message_size", &self.max_message_size)
+            .field("allow_reserved", &self.allow_reserved)
             .finish()
     }
 }
@@ -64,6 +81,8 @@ impl AmqpConfig {
             confirm_timeout: Duration::from_secs(30),
             source: DEFAULT_SOURCE.to_owned(),
             connection_name: "outbox-relay".to_owned(),
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            allow_reserved: false,
         };
         let mut passthrough = Vec::new();
         for (k, v) in url.query_pairs() {
@@ -83,6 +102,17 @@ impl AmqpConfig {
                 }
                 "source" => cfg.source = v.into_owned(),
                 "connection_name" => cfg.connection_name = v.into_owned(),
+                "max_message_size" => {
+                    cfg.max_message_size = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
+                        bad(format!(
+                            "max_message_size must be a positive number of bytes, got {v:?}"
+                        ))
+                    })?;
+                }
+                limits::ALLOW_RESERVED => {
+                    cfg.allow_reserved = parse_bool(&v)
+                        .ok_or_else(|| bad(format!("{k} must be true or false, got {v:?}")))?
+                }
                 _ => passthrough.push((k.into_owned(), v.into_owned())),
             }
         }
@@ -90,6 +120,23 @@ impl AmqpConfig {
         // then the topic must be a queue name; mandatory catches a typo.
         if cfg.exchange.len() > 255 {
             return Err(bad("exchange name is longer than 255 bytes".into()));
+        }
+        // RabbitMQ's rule for names; anything else fails on connect.
+        if !cfg
+            .exchange
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
+        {
+            return Err(bad(format!(
+                "exchange {:?} may hold only letters, digits, '-', '_', '.' and ':'",
+                cfg.exchange
+            )));
+        }
+        if cfg.declare && cfg.exchange.starts_with("amq.") {
+            return Err(bad(format!(
+                "exchange {:?} cannot be declared: names starting with amq. are the broker's",
+                cfg.exchange
+            )));
         }
         if cfg.declare && cfg.exchange.is_empty() {
             return Err(bad("the default exchange (\"\") cannot be declared".into()));
@@ -145,6 +192,17 @@ mod tests {
             .to_string();
         assert!(e.contains("declare"), "{e}");
         assert!(!e.contains("hunter2"), "{e}");
+        for (url, needle) in [
+            ("amqp://h/?max_message_size=0", "max_message_size"),
+            ("amqp://h/?allow_reserved=maybe", "allow_reserved"),
+            ("amqp://h/?exchange=a%2Fb", "only letters"),
+        ] {
+            let e = AmqpConfig::from_url(url).unwrap_err().to_string();
+            assert!(e.contains(needle), "{url}: {e}");
+        }
+        let c = AmqpConfig::from_url("amqp://h/?exchange=&allow_reserved=true").unwrap();
+        assert!(c.allow_reserved && c.exchange.is_empty());
+        assert_eq!(c.max_message_size, DEFAULT_MAX_MESSAGE_SIZE);
         let e = AmqpConfig::from_url("amqps://h/").unwrap_err().to_string();
         assert!(e.contains("TLS"), "{e}");
         let d = format!("{:?}", AmqpConfig::from_url("amqp://u:hunter2@h/").unwrap());

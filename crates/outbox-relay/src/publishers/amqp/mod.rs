@@ -11,6 +11,7 @@ mod config;
 pub use config::{AmqpConfig, DEFAULT_EXCHANGE};
 
 use crate::envelope::Envelope;
+use crate::publishers::limits;
 use crate::{Message, Outcome, PublishError, Publisher, Result};
 use futures_util::future::join_all;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
@@ -22,6 +23,9 @@ use tokio::sync::Mutex;
 
 /// AMQP 0-9-1 short strings (routing keys, property values, header names).
 const SHORT_MAX: usize = 255;
+
+/// RabbitMQ's frame_max when the connection negotiated none.
+const DEFAULT_FRAME_MAX: usize = 131_072;
 
 /// The RabbitMQ publisher. One connection and one confirm-mode channel,
 /// opened on first use and reopened on the batch after a loss.
@@ -35,6 +39,9 @@ struct Link {
     // Held so the connection lives as long as its channel.
     _connection: Connection,
     channel: Channel,
+    /// The negotiated frame size: a message's properties travel in one
+    /// frame, and a larger one makes the broker close the connection.
+    frame_max: usize,
 }
 
 impl std::fmt::Debug for AmqpPublisher {
@@ -112,13 +119,20 @@ impl AmqpPublisher {
                     )
                 })?;
         }
+        let frame_max = match connection.configuration().frame_max() {
+            // 0 means no limit was negotiated; RabbitMQ then caps at 128 KiB anyway.
+            0 => DEFAULT_FRAME_MAX,
+            n => n as usize,
+        };
         Ok(Box::new(Link {
             _connection: connection,
             channel,
+            frame_max,
         }))
     }
 
-    async fn publish_on(&self, channel: &Channel, batch: &[Message]) -> (Vec<Outcome>, bool) {
+    async fn publish_on(&self, link: &Link, batch: &[Message]) -> (Vec<Outcome>, bool) {
+        let channel = &link.channel;
         let mut pending = Vec::with_capacity(batch.len());
         let mut broken: Option<PublishError> = None;
         for m in batch {
@@ -126,15 +140,26 @@ impl AmqpPublisher {
                 pending.push(Err(e.clone()));
                 continue;
             }
-            if m.topic.len() > SHORT_MAX {
-                pending.push(Err(PublishError::permanent(format!(
-                    "topic is {} bytes; AMQP routing keys are at most {SHORT_MAX}",
-                    m.topic.len()
-                ))));
-                continue;
-            }
             let env = Envelope::from(m);
             let body = serde_json::to_vec(&env.payload).expect("JSON values serialize");
+            let checked = self.admissible(m, body.len()).and_then(|()| {
+                let (props, size) = self.properties(&env)?;
+                limits::part_size(
+                    "amqp",
+                    "the frame of its properties and headers",
+                    size,
+                    "AMQP frame_max",
+                    link.frame_max,
+                )?;
+                Ok(props)
+            });
+            let props = match checked {
+                Ok(props) => props,
+                Err(e) => {
+                    pending.push(Err(e));
+                    continue;
+                }
+            };
             let sent = channel
                 .basic_publish(
                     &self.cfg.exchange,
@@ -144,7 +169,7 @@ impl AmqpPublisher {
                         ..BasicPublishOptions::default()
                     },
                     &body,
-                    self.properties(&env),
+                    props,
                 )
                 .await;
             match sent {
@@ -197,28 +222,79 @@ impl AmqpPublisher {
         }
     }
 
-    fn properties(&self, env: &Envelope) -> BasicProperties {
+    /// Whether `m`, with a body of `body_len` bytes, is one the broker
+    /// takes on this exchange.
+    fn admissible(&self, m: &Message, body_len: usize) -> Result<(), PublishError> {
+        if m.topic.len() > SHORT_MAX {
+            return Err(limits::invalid(
+                "amqp",
+                "routing key",
+                &m.topic,
+                &format!(
+                    "it is {} bytes, AMQP routing keys are at most {SHORT_MAX}",
+                    m.topic.len()
+                ),
+            ));
+        }
+        // Through the default exchange the routing key is a queue name.
+        if self.cfg.exchange.is_empty() {
+            limits::reserved(
+                "amqp",
+                "queue",
+                &m.topic,
+                &["amq."],
+                "the broker's own queues, such as amq.rabbitmq.reply-to",
+                self.cfg.allow_reserved,
+            )?;
+        }
+        limits::size(
+            "amqp",
+            body_len,
+            "RabbitMQ max_message_size",
+            self.cfg.max_message_size,
+        )
+    }
+
+    /// The properties of `env`'s message, and the size of the content
+    /// header frame that carries them (with its 8 bytes of framing), or
+    /// which header AMQP cannot carry.
+    fn properties(&self, env: &Envelope) -> Result<(BasicProperties, usize), PublishError> {
         let mut headers = FieldTable::default();
+        // Frame header and end (8), class, weight, body size, flags (14),
+        // message_id, timestamp, content_type, delivery_mode, app_id, type,
+        // and the table's own length.
+        let mut size = 8 + 14 + (1 + 36) + 8 + (1 + 16) + 1 + (1 + 6) + (1 + SHORT_MAX) + 4;
         let mut put = |k: &str, v: String| {
-            if k.len() <= SHORT_MAX {
-                headers.insert(
-                    ShortString::from(k.to_owned()),
-                    AMQPValue::LongString(LongString::from(v)),
-                );
+            if k.len() > SHORT_MAX {
+                return Err(limits::header(
+                    "amqp",
+                    k,
+                    &format!(
+                        "is {} bytes, AMQP header names are at most {SHORT_MAX}",
+                        k.len()
+                    ),
+                ));
             }
+            // Name (short string), type tag, value (long string).
+            size += 1 + k.len() + 1 + 4 + v.len();
+            headers.insert(
+                ShortString::from(k.to_owned()),
+                AMQPValue::LongString(LongString::from(v)),
+            );
+            Ok(())
         };
         for (k, v) in env.binary_headers(&self.cfg.source) {
             // content-type is a property of its own.
             if k != "content-type" {
-                put(&k, v);
+                put(&k, v)?;
             }
         }
         for (k, v) in &env.headers {
-            put(k, v.clone());
+            put(k, v.clone())?;
         }
         // Last, so a message header cannot impersonate the metadata.
         for (k, v) in env.metadata() {
-            put(k, v);
+            put(k, v)?;
         }
         let mut p = BasicProperties::default()
             .with_message_id(ShortString::from(env.event_id.to_string()))
@@ -230,7 +306,7 @@ impl AmqpPublisher {
         if env.event_type.len() <= SHORT_MAX {
             p = p.with_type(ShortString::from(env.event_type.clone()));
         }
-        p
+        Ok((p, size))
     }
 }
 
@@ -253,8 +329,9 @@ impl Publisher for AmqpPublisher {
                 Err(e) => return vec![Err(e); batch.len()],
             }
         }
-        let channel = &link.as_ref().expect("connected above").channel;
-        let (outcomes, lost) = self.publish_on(channel, batch).await;
+        let (outcomes, lost) = self
+            .publish_on(link.as_ref().expect("connected above"), batch)
+            .await;
         if lost {
             // Confirms of a broken channel never come; start afresh.
             *link = None;
