@@ -180,3 +180,41 @@ async fn ce_headers_follow_the_kafka_binding() {
         m.payload
     );
 }
+
+/// One message over message.max.bytes (the producer's, 1000000 by
+/// default), with an invalid topic name, or on an internal topic fails
+/// alone with a reason naming the limit; the 20 others are on the topic.
+#[tokio::test]
+async fn bad_messages_fail_alone() {
+    let h = KafkaHarness::new();
+    for (topic, reason) in [
+        (None, "Kafka producer message.max.bytes is 1000000"),
+        (Some("bad topic!".to_owned()), "is invalid"),
+        (Some("t".repeat(250)), "is invalid"),
+        (
+            Some("__consumer_offsets".to_owned()),
+            "reserved prefix \"__\"",
+        ),
+    ] {
+        let t = h.target().await;
+        let mut bad = conformance::message(topic.as_deref().unwrap_or(&t.topic), 99);
+        if topic.is_none() {
+            bad.payload = serde_json::json!({ "blob": "x".repeat(1_000_001) });
+        }
+        conformance::bad_message_fails_alone(&h, &t, bad, reason).await;
+    }
+}
+
+/// message.max.bytes given in the URL is the limit checked.
+#[tokio::test]
+async fn message_max_bytes_comes_from_the_producer_config() {
+    let h = KafkaHarness::new();
+    let t = Target {
+        publisher: KafkaPublisher::from_url(&format!("{}?message.max.bytes=5000", h.url()))
+            .unwrap(),
+        topic: h.topic("small"),
+    };
+    let mut bad = conformance::message(&t.topic, 99);
+    bad.payload = serde_json::json!({ "blob": "x".repeat(6_000) });
+    conformance::bad_message_fails_alone(&h, &t, bad, "message.max.bytes is 5000").await;
+}

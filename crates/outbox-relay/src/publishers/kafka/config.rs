@@ -1,5 +1,12 @@
-//! `kafka://host:port[,host:port]?message_timeout=30s&source=/outbox&<librdkafka property>=…`
+//! `kafka://host:port[,host:port]?message_timeout=30s&source=/outbox&allow_reserved=true&<librdkafka property>=…`
+//!
+//! Each message is checked before it is handed to librdkafka against the
+//! producer's `message.max.bytes` (1000000 unless the URL sets it) and
+//! Kafka's topic name rules. Topics starting with `__`
+//! (`__consumer_offsets`, `__transaction_state`) are the cluster's own and
+//! are refused, permanently, unless the URL says `allow_reserved=true`.
 
+use crate::publishers::limits;
 use crate::publishers::options::UrlOptions;
 use crate::publishers::redact_url;
 use crate::{Error, Result};
@@ -15,6 +22,10 @@ pub struct KafkaConfig {
     pub message_timeout: Duration,
     /// The CloudEvents `source` attribute (`source`, default `/outbox`).
     pub source: String,
+    /// The producer's `message.max.bytes`, checked before sending.
+    pub message_max_bytes: usize,
+    /// Let topics start with `__` (`allow_reserved`, default false).
+    pub allow_reserved: bool,
     /// librdkafka properties given in the URL (any option name with a dot,
     /// such as `security.protocol` or `compression.type`); may hold secrets.
     pub(crate) properties: Vec<(String, String)>,
@@ -30,6 +41,12 @@ impl std::fmt::Debug for KafkaConfig {
             .finish_non_exhaustive()
     }
 }
+
+/// librdkafka's default `message.max.bytes`.
+pub const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
+
+/// Topic prefixes that are the cluster's own.
+pub(crate) const RESERVED: [&str; 1] = ["__"];
 
 /// Properties the publisher's guarantees rest on: set by it, never by the URL.
 const FIXED: [(&str, &str); 3] = [
@@ -65,7 +82,13 @@ impl KafkaConfig {
             "kafka",
             &format!("kafka://{first}?{query}"),
             &["kafka"],
-            &["message_timeout", "source", "acks", "*."],
+            &[
+                "message_timeout",
+                "source",
+                "acks",
+                limits::ALLOW_RESERVED,
+                "*.",
+            ],
         )?;
         let mut hosts = Vec::new();
         for host in list.split(',') {
@@ -97,7 +120,21 @@ impl KafkaConfig {
             }
             properties.push((k.to_owned(), v.to_owned()));
         }
+        let message_max_bytes = o
+            .parsed::<usize>("message.max.bytes", "a number of bytes")?
+            .unwrap_or(DEFAULT_MESSAGE_MAX_BYTES);
+        let allow_reserved = match o.get(limits::ALLOW_RESERVED) {
+            None => false,
+            Some(v) => limits::parse_bool(v).ok_or_else(|| {
+                o.error(format!(
+                    "{}={v:?} must be true or false",
+                    limits::ALLOW_RESERVED
+                ))
+            })?,
+        };
         Ok(Self {
+            message_max_bytes,
+            allow_reserved,
             bootstrap_servers: hosts.join(","),
             message_timeout: o
                 .duration("message_timeout")?
@@ -154,6 +191,8 @@ mod tests {
             ),
             ("kafka://k:9092,k2?x.y=1", "not host:port"),
             ("kafka://k:9092?linger=5", "unknown option"),
+            ("kafka://k:9092?message.max.bytes=lots", "message.max.bytes"),
+            ("kafka://k:9092?allow_reserved=maybe", "allow_reserved"),
             ("kafka://u:hunter2@k:9092", "sasl.password"),
             ("nats://u:hunter2@k:9092", "must start with kafka://"),
         ] {

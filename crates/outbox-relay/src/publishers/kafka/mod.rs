@@ -12,6 +12,7 @@ mod config;
 pub use config::KafkaConfig;
 
 use crate::envelope::{field, Envelope};
+use crate::publishers::limits;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use futures_util::future::join_all;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -19,6 +20,14 @@ use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{FutureProducer, FutureRecord, Producer};
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// The most a record adds to its key, value and headers (librdkafka's
+/// `RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD`), which it counts against
+/// message.max.bytes.
+const RECORD_OVERHEAD: usize = 36;
+
+/// The longest topic name Kafka takes.
+const MAX_TOPIC: usize = 249;
 
 /// The Kafka publisher.
 pub struct KafkaPublisher {
@@ -61,6 +70,11 @@ impl KafkaPublisher {
 
     /// The headers of `m`.
     pub fn headers(&self, m: &Message) -> OwnedHeaders {
+        self.headers_sized(m).0
+    }
+
+    /// The headers of `m`, and their size as librdkafka counts it.
+    fn headers_sized(&self, m: &Message) -> (OwnedHeaders, usize) {
         let e = Envelope::from(m);
         let mut pairs: Vec<(String, String)> = e
             .metadata()
@@ -82,12 +96,44 @@ impl KafkaPublisher {
                     }
                 }),
         );
-        pairs.into_iter().fold(OwnedHeaders::new(), |h, (k, v)| {
+        // Each header: name and value, each behind a varint length (at most 5 bytes).
+        let size = pairs.iter().map(|(k, v)| k.len() + v.len() + 10).sum();
+        let headers = pairs.into_iter().fold(OwnedHeaders::new(), |h, (k, v)| {
             h.insert(Header {
                 key: &k,
                 value: Some(v.as_bytes()),
             })
-        })
+        });
+        (headers, size)
+    }
+
+    /// Whether `topic` is one to produce to: librdkafka takes any name and
+    /// the message then waits out message_timeout as retryable, where no
+    /// retry can help; the internal topics are the cluster's own state.
+    fn check_topic(&self, topic: &str) -> Result<(), PublishError> {
+        let why = if topic.is_empty() || topic == "." || topic == ".." {
+            Some("a topic needs a name other than . or ..")
+        } else if topic.len() > MAX_TOPIC {
+            Some("longer than 249 bytes, the most Kafka allows")
+        } else if !topic
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+        {
+            Some("Kafka topic names hold only ASCII letters, digits, '.', '_' and '-'")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(limits::invalid("kafka", "topic", topic, why));
+        }
+        limits::reserved(
+            "kafka",
+            "topic",
+            topic,
+            &config::RESERVED,
+            "the cluster's internal topics, such as __consumer_offsets",
+            self.config.allow_reserved,
+        )
     }
 }
 
@@ -108,10 +154,25 @@ impl Publisher for KafkaPublisher {
         let bodies: Vec<String> = batch.iter().map(|m| m.payload.to_string()).collect();
         let mut deliveries = Vec::with_capacity(batch.len());
         for (m, body) in batch.iter().zip(&bodies) {
+            let (headers, headers_size) = self.headers_sized(m);
+            // librdkafka checks this too, but names no limit in its error.
+            let checked = self.check_topic(&m.topic).and_then(|()| {
+                let size = RECORD_OVERHEAD + m.aggregate_id.len() + body.len() + headers_size;
+                limits::size(
+                    "kafka",
+                    size,
+                    "Kafka producer message.max.bytes",
+                    self.config.message_max_bytes,
+                )
+            });
+            if let Err(e) = checked {
+                deliveries.push(Err(e));
+                continue;
+            }
             let record = FutureRecord::to(&m.topic)
                 .key(&m.aggregate_id)
                 .payload(body)
-                .headers(self.headers(m));
+                .headers(headers);
             deliveries.push(
                 producer
                     .send_result(record)
