@@ -126,3 +126,33 @@ async fn wrongtype_is_permanent_and_names_the_reply() {
     let e = out[0].as_ref().unwrap_err();
     assert!(e.message.contains("WRONGTYPE"), "{e}");
 }
+
+/// A message over max_message_size fails alone; so does, with no stream
+/// prefix, a topic naming a key of the asynq layout (`asynq:…`) that
+/// shares the server. The others are on the stream and the connection
+/// carries the next batch.
+#[tokio::test]
+async fn bad_messages_fail_alone() {
+    let h = RedisHarness::new();
+    let url = format!(
+        "{}?stream_prefix={}&max_message_size=20000",
+        redis_url(),
+        h.prefix
+    );
+    let topic = unique("orders");
+    let t = Target {
+        publisher: RedisPublisher::from_url(&url).unwrap(),
+        topic: topic.clone(),
+    };
+    let mut big = conformance::message(&topic, 99);
+    big.payload = serde_json::json!({ "blob": "x".repeat(30_000) });
+    conformance::bad_message_fails_alone(&h, &t, big, "max_message_size is 20000").await;
+
+    let bare = RedisPublisher::from_url(&redis_url()).unwrap();
+    let out = bare
+        .publish(&[conformance::message("asynq:{default}:pending", 1)])
+        .await;
+    let e = out[0].as_ref().unwrap_err();
+    assert_eq!(e.class, outbox_relay::ErrorClass::Permanent, "{e}");
+    assert!(e.message.contains("reserved prefix \"asynq:\""), "{e}");
+}

@@ -1,5 +1,13 @@
-//! `redis://host:port[/db]?stream_prefix=…&maxlen=…`
+//! `redis://host:port[/db]?stream_prefix=…&maxlen=…&max_message_size=…&allow_reserved=true`
+//!
+//! `max_message_size` (bytes, default 536870912, Redis's
+//! `proto-max-bulk-len`) bounds an entry's stream name and fields together:
+//! a larger one is refused before sending, as the server would close the
+//! connection under the whole pipeline. Streams starting with `asynq:` (the
+//! asynq publisher's keys, which may share the server) are refused,
+//! permanently, unless the URL says `allow_reserved=true`.
 
+use crate::publishers::limits;
 use crate::publishers::options::UrlOptions;
 use crate::Result;
 use std::time::Duration;
@@ -13,6 +21,10 @@ pub struct RedisConfig {
     pub stream_prefix: String,
     /// Trim each stream to about this many entries (`MAXLEN ~ N`).
     pub maxlen: Option<u64>,
+    /// The largest entry sent (`max_message_size`, bytes).
+    pub max_message_size: usize,
+    /// Let streams start with `asynq:` (`allow_reserved`, default false).
+    pub allow_reserved: bool,
     /// Give up opening a connection after this long (`connect_timeout`, default 5s).
     pub connect_timeout: Duration,
     /// Give up waiting for a reply after this long (`timeout`, default 30s).
@@ -32,13 +44,28 @@ impl std::fmt::Debug for RedisConfig {
     }
 }
 
+/// Redis's default `proto-max-bulk-len`: the largest argument it reads.
+pub const PROTO_MAX_BULK_LEN: usize = 512 * 1024 * 1024;
+
+/// Key prefixes of the asynq layout, which may share the server.
+pub(crate) const RESERVED: [&str; 1] = ["asynq:"];
+
 /// Option names shared with the asynq publisher's URL.
 pub(crate) const CONNECTION_OPTIONS: [&str; 2] = ["connect_timeout", "timeout"];
 
 impl RedisConfig {
     /// Parses and validates a `redis://` URL.
     pub fn from_url(url: &str) -> Result<Self> {
-        let known = [&["stream_prefix", "maxlen"][..], &CONNECTION_OPTIONS[..]].concat();
+        let known = [
+            &[
+                "stream_prefix",
+                "maxlen",
+                "max_message_size",
+                limits::ALLOW_RESERVED,
+            ][..],
+            &CONNECTION_OPTIONS[..],
+        ]
+        .concat();
         let o = UrlOptions::parse("redis", url, &["redis"], &known)?;
         check_db(&o)?;
         let maxlen = o.parsed::<u64>("maxlen", "a positive whole number of entries")?;
@@ -48,7 +75,21 @@ impl RedisConfig {
             );
         }
         let (connect_timeout, response_timeout) = timeouts(&o)?;
+        let max_message_size = o
+            .parsed::<usize>("max_message_size", "a number of bytes")?
+            .unwrap_or(PROTO_MAX_BULK_LEN);
+        let allow_reserved = match o.get(limits::ALLOW_RESERVED) {
+            None => false,
+            Some(v) => limits::parse_bool(v).ok_or_else(|| {
+                o.error(format!(
+                    "{}={v:?} must be true or false",
+                    limits::ALLOW_RESERVED
+                ))
+            })?,
+        };
         Ok(Self {
+            max_message_size,
+            allow_reserved,
             stream_prefix: o.get("stream_prefix").unwrap_or_default().to_owned(),
             maxlen,
             connect_timeout,
@@ -100,6 +141,8 @@ mod tests {
             ("redis://h/x", "database number"),
             ("redis://h?stream=x", "unknown option"),
             ("redis://h?timeout=5", "duration"),
+            ("redis://h?max_message_size=big", "max_message_size"),
+            ("redis://h?allow_reserved=maybe", "allow_reserved"),
         ] {
             let e = RedisConfig::from_url(url).unwrap_err().to_string();
             assert!(e.contains(needle), "{url}: {e}");

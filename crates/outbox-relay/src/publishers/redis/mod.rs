@@ -13,6 +13,7 @@ pub use config::RedisConfig;
 pub(crate) use config::{check_db, timeouts, CONNECTION_OPTIONS};
 
 use crate::envelope::{field, Envelope};
+use crate::publishers::limits;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use conn::{reply_outcome, RedisConn};
 
@@ -45,20 +46,49 @@ impl RedisPublisher {
         &self.config
     }
 
-    fn xadd(&self, pipe: &mut redis::Pipeline, m: &Message) {
+    /// Queues the XADD of `m` on `pipe`, or says why the server must not
+    /// get it: an argument past its proto-max-bulk-len makes it close the
+    /// connection under the whole pipeline.
+    fn xadd(&self, pipe: &mut redis::Pipeline, m: &Message) -> Result<(), PublishError> {
+        let stream = self.config.stream(&m.topic);
+        limits::reserved(
+            "redis",
+            "stream",
+            &stream,
+            &config::RESERVED,
+            "the asynq publisher's key layout on the same server",
+            self.config.allow_reserved,
+        )?;
         let e = Envelope::from(m);
-        let cmd = pipe.cmd("XADD").arg(self.config.stream(&m.topic));
+        let headers = serde_json::to_string(&e.headers).expect("string map serializes");
+        let payload = e.payload.to_string();
+        let metadata = e.metadata();
+        let size = stream.len()
+            + headers.len()
+            + payload.len()
+            + metadata
+                .iter()
+                .map(|(k, v)| k.len() + v.len())
+                .sum::<usize>();
+        limits::size(
+            "redis",
+            size,
+            "the publisher's max_message_size",
+            self.config.max_message_size,
+        )?;
+        let cmd = pipe.cmd("XADD").arg(stream);
         if let Some(n) = self.config.maxlen {
             cmd.arg("MAXLEN").arg("~").arg(n);
         }
         cmd.arg("*");
-        for (name, value) in e.metadata() {
+        for (name, value) in metadata {
             cmd.arg(name).arg(value);
         }
         cmd.arg(field::HEADERS)
-            .arg(serde_json::to_string(&e.headers).expect("string map serializes"))
+            .arg(headers)
             .arg(field::PAYLOAD)
-            .arg(e.payload.to_string());
+            .arg(payload);
+        Ok(())
     }
 }
 
@@ -73,24 +103,30 @@ impl Publisher for RedisPublisher {
         }
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
-        for m in batch {
-            self.xadd(&mut pipe, m);
+        // Refused messages get their outcome now; the rest get a reply each.
+        let outcomes: Vec<Option<Outcome>> = batch
+            .iter()
+            .map(|m| self.xadd(&mut pipe, m).err().map(Err))
+            .collect();
+        let sent = outcomes.iter().filter(|o| o.is_none()).count();
+        if sent == 0 {
+            return outcomes.into_iter().flatten().collect();
         }
-        match self.conn.query(&pipe).await {
-            Ok(replies) if replies.len() == batch.len() => replies
-                .into_iter()
-                .map(|r| reply_outcome(r).map(drop))
-                .collect(),
-            Ok(replies) => vec![
-                Err(PublishError::retryable(format!(
-                    "redis answered {} replies to {} XADDs",
+        let replies = match self.conn.query(&pipe).await {
+            Ok(replies) if replies.len() == sent => replies,
+            Ok(replies) => {
+                let e = PublishError::retryable(format!(
+                    "redis answered {} replies to {sent} XADDs",
                     replies.len(),
-                    batch.len()
-                )));
-                batch.len()
-            ],
-            Err(e) => vec![Err(e); batch.len()],
-        }
+                ));
+                return fill(outcomes, std::iter::repeat(Err(e)));
+            }
+            Err(e) => return fill(outcomes, std::iter::repeat(Err(e))),
+        };
+        fill(
+            outcomes,
+            replies.into_iter().map(|r| reply_outcome(r).map(drop)),
+        )
     }
 
     async fn check(&self) -> Result<(), PublishError> {
@@ -101,4 +137,17 @@ impl Publisher for RedisPublisher {
             .into_iter()
             .try_for_each(|r| reply_outcome(r).map(drop))
     }
+}
+
+/// `outcomes` with each gap filled, in order, from `sent`.
+fn fill(outcomes: Vec<Option<Outcome>>, mut sent: impl Iterator<Item = Outcome>) -> Vec<Outcome> {
+    outcomes
+        .into_iter()
+        .map(|o| {
+            o.unwrap_or_else(|| {
+                sent.next()
+                    .unwrap_or_else(|| Err(PublishError::retryable("redis: no reply")))
+            })
+        })
+        .collect()
 }
