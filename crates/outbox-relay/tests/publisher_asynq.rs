@@ -154,3 +154,20 @@ async fn an_existing_task_id_counts_as_delivered_once() {
     let len: usize = client().await.llen(pending_key(&queue)).await.unwrap();
     assert_eq!(len, 1, "the pending list holds the task once");
 }
+
+/// A task over max_message_size fails alone; the others are enqueued and
+/// the connection carries the next batch.
+#[tokio::test]
+async fn oversized_task_fails_alone() {
+    let queue = unique("outbox_test");
+    let t = Target {
+        publisher: AsynqPublisher::from_url(&asynq_url(&format!(
+            "queue={queue}&max_message_size=20000"
+        )))
+        .unwrap(),
+        topic: unique("email:welcome"),
+    };
+    let mut big = conformance::message(&t.topic, 99);
+    big.payload = serde_json::json!({ "blob": "x".repeat(30_000) });
+    conformance::bad_message_fails_alone(&AsynqHarness, &t, big, "max_message_size is 20000").await;
+}

@@ -1,7 +1,13 @@
-//! `asynq://host:port[/db]?queue=default&task_type=topic|event_type&max_retry=25&task_timeout=30m`
+//! `asynq://host:port[/db]?queue=default&task_type=topic|event_type&max_retry=25&task_timeout=30m&max_message_size=…`
+//!
+//! `max_message_size` (bytes, default 536870912, Redis's
+//! `proto-max-bulk-len`) bounds an encoded task: a larger one is refused
+//! before sending, as the server would close the connection under the whole
+//! pipeline. The queue comes from the URL and the task type is opaque to
+//! Redis, so no topic reaches a reserved key: there is no `allow_reserved`.
 
 use crate::publishers::options::UrlOptions;
-use crate::publishers::redis::{check_db, timeouts, CONNECTION_OPTIONS};
+use crate::publishers::redis::{check_db, timeouts, CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
 use crate::Result;
 use std::time::Duration;
 
@@ -32,6 +38,8 @@ pub struct AsynqConfig {
     pub connect_timeout: Duration,
     /// Give up waiting for a reply after this long (default 30s).
     pub response_timeout: Duration,
+    /// The largest encoded task sent (`max_message_size`, bytes).
+    pub max_message_size: usize,
 }
 
 impl std::fmt::Debug for AsynqConfig {
@@ -51,7 +59,13 @@ impl AsynqConfig {
     /// Parses and validates an `asynq://` URL (a Redis URL with another scheme).
     pub fn from_url(url: &str) -> Result<Self> {
         let known = [
-            &["queue", "task_type", "max_retry", "task_timeout"][..],
+            &[
+                "queue",
+                "task_type",
+                "max_retry",
+                "task_timeout",
+                "max_message_size",
+            ][..],
             &CONNECTION_OPTIONS[..],
         ]
         .concat();
@@ -82,7 +96,11 @@ impl AsynqConfig {
         // asynq's server speaks Redis: hand the client a redis:// URL.
         let server = url::Url::parse(&o.base.as_str().replacen("asynq://", "redis://", 1))
             .map_err(|e| o.error(e))?;
+        let max_message_size = o
+            .parsed::<usize>("max_message_size", "a number of bytes")?
+            .unwrap_or(PROTO_MAX_BULK_LEN);
         Ok(Self {
+            max_message_size,
             server,
             queue,
             task_type,

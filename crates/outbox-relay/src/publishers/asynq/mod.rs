@@ -21,6 +21,7 @@ mod task;
 pub use config::{AsynqConfig, TaskType};
 pub use task::TaskMessage;
 
+use super::limits;
 use super::redis::conn::{reply_outcome, RedisConn};
 use crate::{Envelope, Error, Message, Outcome, PublishError, Publisher, Result};
 use redis::Value;
@@ -119,42 +120,61 @@ impl Publisher for AsynqPublisher {
         // asynq registers the queue outside its script too, so the script's
         // keys stay in one cluster slot (`{<queue>}`).
         pipe.cmd("SADD").arg(ALL_QUEUES_KEY).arg(queue);
-        for m in batch {
-            let task = self.task(m);
-            pipe.cmd("EVAL")
-                .arg(ENQUEUE_SCRIPT)
-                .arg(2)
-                .arg(task_key(queue, &task.id))
-                .arg(pending_key(queue))
-                .arg(task.encode())
-                .arg(&task.id)
-                .arg(now_ns);
+        // Refused messages get their outcome now; the rest get a reply each.
+        let outcomes: Vec<Option<Outcome>> = batch
+            .iter()
+            .map(|m| {
+                let task = self.task(m);
+                let encoded = task.encode();
+                // Past proto-max-bulk-len the server closes the connection
+                // under the whole pipeline.
+                if let Err(e) = limits::size(
+                    "asynq",
+                    encoded.len(),
+                    "the publisher's max_message_size",
+                    self.config.max_message_size,
+                ) {
+                    return Some(Err(e));
+                }
+                pipe.cmd("EVAL")
+                    .arg(ENQUEUE_SCRIPT)
+                    .arg(2)
+                    .arg(task_key(queue, &task.id))
+                    .arg(pending_key(queue))
+                    .arg(encoded)
+                    .arg(&task.id)
+                    .arg(now_ns);
+                None
+            })
+            .collect();
+        let sent = outcomes.iter().filter(|o| o.is_none()).count();
+        if sent == 0 {
+            return outcomes.into_iter().flatten().collect();
         }
         let replies = match self.conn.query(&pipe).await {
-            Ok(r) if r.len() == batch.len() + 1 => r,
+            Ok(r) if r.len() == sent + 1 => r,
             Ok(r) => {
                 let e = PublishError::retryable(format!(
                     "redis answered {} replies to {} commands",
                     r.len(),
-                    batch.len() + 1
+                    sent + 1
                 ));
-                return vec![Err(e); batch.len()];
+                return limits::fill(outcomes, std::iter::repeat(Err(e)));
             }
-            Err(e) => return vec![Err(e); batch.len()],
+            Err(e) => return limits::fill(outcomes, std::iter::repeat(Err(e))),
         };
         let mut replies = replies.into_iter();
         if let Some(Err(e)) = replies.next().map(reply_outcome) {
-            return vec![Err(e); batch.len()];
+            return limits::fill(outcomes, std::iter::repeat(Err(e)));
         }
-        replies
-            .map(|r| match reply_outcome(r)? {
-                // 1: enqueued; 0: the task id exists, an earlier attempt won.
-                Value::Int(0 | 1) => Ok(()),
-                other => Err(PublishError::permanent(format!(
-                    "unexpected reply from the asynq enqueue script: {other:?}"
-                ))),
-            })
-            .collect()
+        let sent = replies.map(|r| match reply_outcome(r)? {
+            // 1: enqueued; 0: the task id exists, an earlier attempt won.
+            Value::Int(0 | 1) => Ok(()),
+            other => Err(PublishError::permanent(format!(
+                "unexpected reply from the asynq enqueue script: {other:?}"
+            ))),
+        });
+        limits::fill(outcomes, sent)
     }
 
     async fn check(&self) -> Result<(), PublishError> {

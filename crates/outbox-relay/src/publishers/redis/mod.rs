@@ -10,7 +10,7 @@ mod config;
 pub(crate) mod conn;
 
 pub use config::RedisConfig;
-pub(crate) use config::{check_db, timeouts, CONNECTION_OPTIONS};
+pub(crate) use config::{check_db, timeouts, CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
 
 use crate::envelope::{field, Envelope};
 use crate::publishers::limits;
@@ -119,11 +119,11 @@ impl Publisher for RedisPublisher {
                     "redis answered {} replies to {sent} XADDs",
                     replies.len(),
                 ));
-                return fill(outcomes, std::iter::repeat(Err(e)));
+                return limits::fill(outcomes, std::iter::repeat(Err(e)));
             }
-            Err(e) => return fill(outcomes, std::iter::repeat(Err(e))),
+            Err(e) => return limits::fill(outcomes, std::iter::repeat(Err(e))),
         };
-        fill(
+        limits::fill(
             outcomes,
             replies.into_iter().map(|r| reply_outcome(r).map(drop)),
         )
@@ -137,17 +137,4 @@ impl Publisher for RedisPublisher {
             .into_iter()
             .try_for_each(|r| reply_outcome(r).map(drop))
     }
-}
-
-/// `outcomes` with each gap filled, in order, from `sent`.
-fn fill(outcomes: Vec<Option<Outcome>>, mut sent: impl Iterator<Item = Outcome>) -> Vec<Outcome> {
-    outcomes
-        .into_iter()
-        .map(|o| {
-            o.unwrap_or_else(|| {
-                sent.next()
-                    .unwrap_or_else(|| Err(PublishError::retryable("redis: no reply")))
-            })
-        })
-        .collect()
 }
