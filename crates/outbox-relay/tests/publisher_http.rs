@@ -68,6 +68,33 @@ async fn a_plain_secret_signs_with_its_bytes() {
     assert_eq!(readback::verify_webhooks(secret, &rx.as_json()).await, 3);
 }
 
+/// Nothing a producer writes reaches the request line or the HTTP headers:
+/// header names and values with CR/LF, NUL or other invisible bytes, and a
+/// topic shaped like a path or a query, travel inside the JSON body. So no
+/// message of the batch can break the request of another, and none needs
+/// refusing: all 21 arrive, at the configured URL, with their headers intact.
+#[tokio::test]
+async fn hostile_headers_and_topics_stay_in_the_body() {
+    let rx = Receiver::start().await;
+    let p = publisher(&rx.url, &[]);
+    let mut batch = messages(21, "orders");
+    let bad = &mut batch[10];
+    bad.topic = "../admin?x=1#frag".into();
+    bad.headers.insert(
+        "x-evil\r\nInjected".into(),
+        "a\r\nX-Other: 1\u{0}\u{7f}".into(),
+    );
+    bad.headers.insert("traceparent".into(), "\n".into());
+    assert_all_ok(&p.publish(&batch).await);
+    let got = rx.wait_for(21).await;
+    assert_eq!(got.len(), 21);
+    for r in &got {
+        assert_eq!(r.path_and_query, "/hooks/outbox?tenant=acme");
+        let m = by_event_id(&batch, &r.id);
+        assert_eq!(r.json(), Envelope::from(m).to_cloudevent("/outbox"));
+    }
+}
+
 #[tokio::test]
 async fn webhook_id_is_a_dedupe_key_across_redelivery() {
     let rx = Receiver::start().await;
