@@ -288,3 +288,54 @@ async fn relay_dead_letters_a_reserved_subject() {
         "opt-in reaches the API"
     );
 }
+
+/// The report's case through the relay: 100 rows, one of them 1,048,568
+/// bytes of payload. The big one ends dead with the limit named, the 99
+/// others sent, and the stream holds each of them exactly once.
+#[tokio::test]
+async fn relay_sends_99_and_dead_letters_the_one_over_max_payload() {
+    let id = unique("big");
+    let name = id.to_uppercase();
+    let url = format!("{}?subject_prefix={id}.&create_stream={name}", nats_url());
+    let t = outbox_testkit::TestSchema::new("nats_big").await;
+    let blob = "x".repeat(1_048_568 - r#"{"blob":""}"#.len());
+    let messages: Vec<outbox::NewMessage> = (0..100)
+        .map(|n| {
+            let payload = if n == 50 {
+                serde_json::json!({ "blob": blob })
+            } else {
+                serde_json::json!({ "n": n })
+            };
+            outbox::NewMessage::new("order.created", "order", n.to_string(), &payload)
+                .unwrap()
+                .topic("orders")
+        })
+        .collect();
+    let client = t.pool.get().await.unwrap();
+    outbox::Outbox::with_schema(t.schema.clone())
+        .enqueue_many(&**client, &messages)
+        .await
+        .unwrap();
+    let store = outbox_relay::Store::new(t.pool.clone(), t.schema.clone());
+    let p = NatsPublisher::from_url(&url).unwrap();
+    let relay = outbox_relay::Relay::new(store, p, Default::default()).unwrap();
+    let pass = relay.run_once().await.unwrap();
+    assert_eq!(
+        // `failed` counts the dead one too.
+        (pass.claimed, pass.marked_sent, pass.failed, pass.dead),
+        (100, 99, 1, 1),
+        "{pass}"
+    );
+    let dead = t
+        .count(
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead' \
+             AND dead_reason LIKE '%NATS server max_payload is 1048576%'",
+        )
+        .await;
+    assert_eq!(dead, 1);
+    assert_eq!(
+        stream_messages(&name, &format!("{id}.orders")).await.len(),
+        99
+    );
+    js().await.delete_stream(&name).await.unwrap();
+}
