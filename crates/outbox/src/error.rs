@@ -14,6 +14,18 @@ pub enum Error {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// A role name given to [`crate::sql::grants`] that cannot be granted
+    /// to: not a plain lowercase identifier (it is spliced into SQL), or a
+    /// name PostgreSQL reserves (`public`, `none`, `current_user`,
+    /// `session_user`, `current_role`, `pg_*`), where a grant would reach
+    /// every role or none.
+    #[error("invalid role name {name:?}: {reason}")]
+    InvalidRoleName {
+        /// The rejected name.
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
     /// A message that cannot be enqueued; nothing was written.
     #[error("invalid message: {0}")]
     InvalidMessage(InvalidMessage),
