@@ -270,3 +270,43 @@ fn grants_refuse_reserved_role_names_as_role_names() {
         }
     }
 }
+
+#[tokio::test]
+async fn all_messages_shows_nothing_a_reader_may_not_read_in_its_tables() {
+    let t = TestSchema::new("cli_grants_view").await;
+    let client = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
+        .await
+        .map(|(c, conn)| {
+            tokio::spawn(conn);
+            c
+        })
+        .unwrap();
+    let version: i32 = client
+        .query_one("SELECT current_setting('server_version_num')::int", &[])
+        .await
+        .unwrap()
+        .get(0);
+    if version < 150000 {
+        // security_invoker exists from PostgreSQL 15; before it, only the
+        // grants keep the view closed.
+        return;
+    }
+    let reader = format!("t_reader_{:08x}", rand::random::<u32>());
+    t.exec(&format!(
+        "CREATE ROLE {reader}; GRANT USAGE ON SCHEMA {{schema}} TO {reader}; \
+         GRANT SELECT ON {{schema}}.all_messages TO {reader};"
+    ))
+    .await;
+    let peek = format!(
+        "BEGIN; SET LOCAL ROLE {reader}; SELECT payload FROM {}.all_messages; COMMIT;",
+        t.schema.quoted()
+    );
+    let err = client.batch_execute(&peek).await.unwrap_err();
+    client.batch_execute("ROLLBACK").await.unwrap();
+    assert!(
+        outbox::describe_tokio_postgres(&err).contains("permission denied"),
+        "{err}"
+    );
+    t.exec(&format!("DROP OWNED BY {reader}; DROP ROLE {reader};"))
+        .await;
+}
