@@ -120,8 +120,12 @@ async fn a_producer_can_only_enqueue_new_pending_messages_and_use_the_inbox() {
     let t = TestSchema::new("cli_grants_producer").await;
     let suffix = format!("{:08x}", rand::random::<u32>());
     let (producer, relay) = (format!("t_producer_{suffix}"), format!("t_relay_{suffix}"));
+    // What an older build's `outbox grants` gave: applying again takes it back.
     t.exec(&format!(
-        "CREATE ROLE {producer} LOGIN; CREATE ROLE {relay} LOGIN;"
+        "CREATE ROLE {producer} LOGIN; CREATE ROLE {relay} LOGIN; \
+         GRANT USAGE ON SCHEMA {{schema}} TO {producer}; \
+         GRANT INSERT ON {{schema}}.messages TO {producer}; \
+         GRANT SELECT ON {{schema}}.all_messages TO {producer};"
     ))
     .await;
     let (ok, _, err) = run(Command::new(env!("CARGO_BIN_EXE_outbox"))

@@ -68,7 +68,12 @@ pub fn grants(schema: &Schema, producer: &str, relay: &str) -> Result<String> {
     let s = schema.quoted();
     let columns = PRODUCER_INSERT_COLUMNS.join(", ");
     Ok(format!(
-        "-- producers: write new events in their own transactions; consumers record what they processed\n\
+        "-- start from nothing on the outbox's tables and sequences, so that applying this again after\n\
+         -- an upgrade also takes back what an older build granted (producers had INSERT on every\n\
+         -- column of messages and SELECT on all_messages)\n\
+         REVOKE ALL ON ALL TABLES IN SCHEMA {s} FROM {producer}, {relay};\n\
+         REVOKE ALL ON ALL SEQUENCES IN SCHEMA {s} FROM {producer}, {relay};\n\
+         -- producers: write new events in their own transactions; consumers record what they processed\n\
          GRANT USAGE ON SCHEMA {s} TO {producer};\n\
          -- only the columns an enqueue writes: status, attempts, claims, errors and dates keep their defaults\n\
          GRANT INSERT ({columns}) ON {s}.messages TO {producer};\n\
