@@ -264,6 +264,31 @@ mod tests {
         assert_eq!(ce["data"], json!({"total": 1999}));
     }
 
+    /// Every name the envelope writes next to the headers is one the
+    /// library refuses as a header name, so no header can collide with it.
+    #[test]
+    fn reserved_header_names_cover_every_envelope_name() {
+        let mut e = envelope();
+        e.headers.clear();
+        let ce = e.to_cloudevent(DEFAULT_SOURCE);
+        let mut names: Vec<String> = ce.as_object().unwrap().keys().cloned().collect();
+        names.push("outboxheaders".into());
+        names.extend(e.metadata().into_iter().map(|(k, _)| k.to_owned()));
+        names.extend([field::HEADERS.to_owned(), field::PAYLOAD.to_owned()]);
+        for name in names {
+            assert!(
+                outbox::RESERVED_HEADERS.contains(&name.as_str()),
+                "{name} is not reserved"
+            );
+        }
+        for (k, _) in e.binary_headers(DEFAULT_SOURCE) {
+            assert!(
+                k == "content-type" || outbox::reserved_header(&k).is_some(),
+                "{k}"
+            );
+        }
+    }
+
     #[test]
     fn binary_mode_prefixes_attributes() {
         let h = envelope().binary_headers(DEFAULT_SOURCE);

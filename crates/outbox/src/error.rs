@@ -14,6 +14,18 @@ pub enum Error {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// A role name given to [`crate::sql::grants`] that cannot be granted
+    /// to: not a plain lowercase identifier (it is spliced into SQL), or a
+    /// name PostgreSQL reserves (`public`, `none`, `current_user`,
+    /// `session_user`, `current_role`, `pg_*`), where a grant would reach
+    /// every role or none.
+    #[error("invalid role name {name:?}: {reason}")]
+    InvalidRoleName {
+        /// The rejected name.
+        name: String,
+        /// Why it was rejected.
+        reason: &'static str,
+    },
     /// A message that cannot be enqueued; nothing was written.
     #[error("invalid message: {0}")]
     InvalidMessage(InvalidMessage),
@@ -56,6 +68,15 @@ pub enum InvalidMessage {
     DuplicateEventId(uuid::Uuid),
     /// A `traceparent` or `tracestate` that does not follow W3C Trace Context.
     BadTraceContext(&'static str),
+    /// A header whose name the relay's envelope owns (see
+    /// [`crate::RESERVED_HEADERS`]): it would collide with a CloudEvents
+    /// attribute or an outbox field of the same name.
+    ReservedHeader {
+        /// The header name.
+        name: String,
+        /// Why the name is reserved.
+        reason: &'static str,
+    },
 }
 
 impl fmt::Display for InvalidMessage {
@@ -74,6 +95,9 @@ impl fmt::Display for InvalidMessage {
             Self::NulByte(field) => write!(f, "{field} contains a NUL byte"),
             Self::DuplicateEventId(id) => write!(f, "event_id {id} appears twice in one batch"),
             Self::BadTraceContext(why) => f.write_str(why),
+            Self::ReservedHeader { name, reason } => {
+                write!(f, "header {name:?} is reserved ({reason}); rename it")
+            }
         }
     }
 }

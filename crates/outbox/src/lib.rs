@@ -28,11 +28,13 @@
 //! - Trace context: [`NewMessage::trace_context`] (and, with the
 //!   `opentelemetry` feature, `NewMessage::current_trace_context`) put the
 //!   W3C `traceparent`/`tracestate` in the headers the relay forwards.
+//! - [`RESERVED_HEADERS`]: header names the envelope owns, refused at enqueue.
 //! - Drivers: tokio-postgres (feature `tokio-postgres`, default) and sqlx
 //!   (feature `sqlx`), both through [`Executor`].
 
 mod driver;
 mod error;
+mod headers;
 mod inbox;
 mod message;
 mod schema;
@@ -43,6 +45,7 @@ pub use driver::Executor;
 #[cfg(feature = "tokio-postgres")]
 pub use error::describe_tokio_postgres;
 pub use error::{Error, InvalidMessage, Result};
+pub use headers::{reserved_header, RESERVED_HEADERS, RESERVED_HEADER_PREFIXES};
 pub use inbox::{Delivery, Inbox};
 pub use message::{Enqueued, NewMessage};
 pub use schema::{validate_identifier, Schema, DEFAULT_SCHEMA};

@@ -64,6 +64,9 @@ impl NewMessage {
     }
 
     /// Adds a header carried to the broker (trace context, tenant, ...).
+    /// Names the envelope owns ([`crate::RESERVED_HEADERS`]: `id`,
+    /// `source`, `type`, `data`, `event_id`, `ce-*`, ...) are refused when
+    /// the message is enqueued.
     pub fn header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         self.headers.insert(key.into(), value.into());
         self
@@ -222,6 +225,16 @@ fn validate(m: &NewMessage, max_payload_bytes: usize) -> Result<()> {
     {
         return err(NulByte("headers"));
     }
+    // The same rule as the messages_headers_valid CHECK, checked here so the
+    // caller gets the header's name rather than a constraint violation.
+    for name in m.headers.keys() {
+        if let Some(reason) = crate::reserved_header(name) {
+            return err(ReservedHeader {
+                name: name.clone(),
+                reason,
+            });
+        }
+    }
     Ok(())
 }
 
@@ -251,6 +264,16 @@ mod tests {
             (
                 NewMessage::new("t", "order", "1", &json!("a\u{0}b")).unwrap(),
                 "payload contains a NUL",
+            ),
+            (msg().header("source", "x"), "header \"source\" is reserved"),
+            (msg().header("data", "x"), "header \"data\" is reserved"),
+            (
+                msg().header("ce-type", "x"),
+                "header \"ce-type\" is reserved",
+            ),
+            (
+                msg().header("event_id", "x"),
+                "header \"event_id\" is reserved",
             ),
         ];
         for (m, want) in cases {

@@ -247,3 +247,114 @@ async fn inbox_tells_first_delivery_from_duplicate_and_rolls_back_with_the_consu
     );
     tx.commit().await.unwrap();
 }
+
+/// A plain SQL insert of `headers` (JSON text): `Ok` or the SQLSTATE.
+async fn sql_insert_headers(
+    client: &tokio_postgres::Client,
+    t: &TestSchema,
+    headers: &str,
+) -> Result<(), String> {
+    client
+        .execute(
+            &format!(
+                "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload, headers) \
+                 VALUES ('e', 'a', '1', 't', '{{}}', $1::text::jsonb)",
+                t.schema.quoted()
+            ),
+            &[&headers],
+        )
+        .await
+        .map(|_| ())
+        .map_err(|e| e.code().map(|c| c.code().to_owned()).unwrap_or_default())
+}
+
+#[tokio::test]
+async fn the_library_and_the_sql_check_refuse_the_same_header_names() {
+    let t = TestSchema::new("reserved_headers").await;
+    let outbox = Outbox::with_schema(t.schema.clone());
+    let client = tokio_client().await;
+    let near_misses = [
+        "traceparent",
+        "tracestate",
+        "tenant",
+        "Source",
+        "ID",
+        "ids",
+        "sourcex",
+        "x-source",
+        "ce",
+        "cex-type",
+        "x-ce-type",
+        "CE-type",
+    ];
+    let prefixed = ["ce-type", "ce-id", "ce_source", "ce-anything", "ce_"];
+    let names = outbox::RESERVED_HEADERS
+        .iter()
+        .chain(&prefixed)
+        .chain(&near_misses);
+    for name in names {
+        let reserved = outbox::reserved_header(name).is_some();
+        let msg = order(1).header(*name, "v");
+        match outbox.enqueue(&client, &msg).await {
+            Err(Error::InvalidMessage(InvalidMessage::ReservedHeader { name: n, .. })) => {
+                assert!(reserved, "{name} refused by the library");
+                assert_eq!(n, *name);
+            }
+            Ok(_) => assert!(!reserved, "{name} accepted by the library"),
+            Err(e) => panic!("{name}: {e}"),
+        }
+        let mut one = serde_json::Map::new();
+        one.insert(name.to_string(), "v".into());
+        let json = serde_json::Value::Object(one).to_string();
+        match sql_insert_headers(&client, &t, &json).await {
+            Ok(()) => assert!(!reserved, "{name} accepted by the CHECK"),
+            Err(code) => {
+                assert!(reserved, "{name} refused by the CHECK ({code})");
+                assert_eq!(code, "23514", "{name}: a check violation");
+            }
+        }
+    }
+    // The library's message names the header and why.
+    let err = outbox
+        .enqueue(&client, &order(1).header("source", "x"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("header \"source\" is reserved"), "{err}");
+}
+
+#[tokio::test]
+async fn plain_sql_headers_must_be_an_object_of_strings() {
+    let t = TestSchema::new("headers_shape").await;
+    let client = tokio_client().await;
+    for bad in [
+        "[]",
+        "[{\"a\": \"b\"}]",
+        "\"text\"",
+        "1",
+        "null",
+        "true",
+        "{\"n\": 1}",
+        "{\"o\": {\"a\": \"b\"}}",
+        "{\"a\": \"b\", \"nil\": null}",
+    ] {
+        assert_eq!(
+            sql_insert_headers(&client, &t, bad).await,
+            Err("23514".to_owned()),
+            "{bad}"
+        );
+    }
+    for good in ["{}", "{\"traceparent\": \"00-x\", \"Source\": \"crm\"}"] {
+        sql_insert_headers(&client, &t, good).await.unwrap();
+    }
+    // The default still applies when the column is left out.
+    client
+        .batch_execute(&format!(
+            "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+             VALUES ('e', 'a', '1', 't', '{{}}')",
+            t.schema.quoted()
+        ))
+        .await
+        .unwrap();
+    assert_eq!(t.count("SELECT count(*) FROM {schema}.messages").await, 3);
+}

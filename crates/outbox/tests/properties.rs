@@ -37,3 +37,31 @@ proptest! {
         prop_assert_eq!(msg.topic_name(), topic.as_str());
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn role_names_are_granted_to_only_when_plain_and_not_reserved(name in "\\PC{0,80}|(pg_|current_|session_)?[a-z_]{0,12}") {
+        match outbox::sql::grants(&Schema::default(), &name, "relay") {
+            Ok(sql) => {
+                prop_assert!(Schema::new(&name).is_ok());
+                prop_assert!(!["public", "none", "current_user", "session_user", "current_role"].contains(&name.as_str()));
+                let to = format!(" TO {name};");
+                prop_assert!(sql.contains(&to));
+            }
+            Err(e) => {
+                let want = format!("invalid role name {name:?}");
+                prop_assert!(e.to_string().starts_with(&want), "{}", e);
+            }
+        }
+    }
+
+    #[test]
+    fn a_header_name_is_reserved_exactly_when_the_envelope_owns_it(name in "\\PC{0,24}|(ce[-_])?[a-z_]{0,16}") {
+        let owned = outbox::RESERVED_HEADERS.contains(&name.as_str())
+            || name.starts_with("ce-")
+            || name.starts_with("ce_");
+        prop_assert_eq!(outbox::reserved_header(&name).is_some(), owned);
+    }
+}

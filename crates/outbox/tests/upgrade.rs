@@ -39,3 +39,111 @@ async fn a_version_1_schema_upgrades_to_the_latest() {
         0
     );
 }
+
+#[tokio::test]
+async fn a_version_5_schema_with_bad_headers_upgrades_and_dead_letters_them_alone() {
+    let t = TestSchema::unmigrated("upgrade_v5").await;
+    // What a build that knew migrations 1 to 5 left behind, with rows that
+    // break the header rule of migration 6 in every way, in every state.
+    let mut script = String::from(
+        "CREATE SCHEMA {schema}; \
+         CREATE TABLE {schema}.schema_migrations (version INT PRIMARY KEY, name TEXT NOT NULL, \
+           applied_at TIMESTAMPTZ NOT NULL DEFAULT now());",
+    );
+    for m in MIGRATIONS.iter().filter(|m| m.version <= 5) {
+        script.push_str(&format!(
+            "DO $m$ BEGIN {} END $m$; \
+             INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ({}, '{}');",
+            m.sql, m.version, m.name
+        ));
+    }
+    t.exec(&script).await;
+    t.exec(
+        "INSERT INTO {schema}.messages (aggregate_id, headers, status, attempts, locked_by, locked_at, \
+           event_type, aggregate_type, topic, payload) VALUES \
+           ('good', '{\"traceparent\": \"00-x\"}', 'pending', 0, NULL, NULL, 'e', 'a', 't', '{}'), \
+           ('good_failed', '{}', 'failed', 2, NULL, NULL, 'e', 'a', 't', '{}'), \
+           ('array', '[1, 2]', 'pending', 0, NULL, NULL, 'e', 'a', 't', '{}'), \
+           ('null', 'null', 'pending', 0, NULL, NULL, 'e', 'a', 't', '{}'), \
+           ('string', '\"x\"', 'failed', 1, NULL, NULL, 'e', 'a', 't', '{}'), \
+           ('number_value', '{\"n\": 1}', 'pending', 0, NULL, NULL, 'e', 'a', 't', '{}'), \
+           ('source', '{\"source\": \"crm\"}', 'processing', 1, 'old-relay', now(), 'e', 'a', 't', '{}'), \
+           ('ce_prefix', '{\"ce-type\": \"x\"}', 'pending', 0, NULL, NULL, 'e', 'a', 't', '{}'); \
+         INSERT INTO {schema}.messages (aggregate_id, headers, status, dead_at, dead_reason, \
+           event_type, aggregate_type, topic, payload) VALUES \
+           ('already_dead', '{\"data\": \"x\"}', 'dead', now() - interval '1 day', 'earlier', 'e', 'a', 't', '{}'); \
+         INSERT INTO {schema}.messages_sent (id, event_id, event_type, event_version, aggregate_type, \
+           aggregate_id, topic, payload, headers, attempts, next_run_at, created_at, sent_at) \
+           VALUES (1000, gen_random_uuid(), 'e', 1, 'a', 'sent', 't', '{}', '{\"id\": \"x\"}', 1, now(), now(), now());",
+    )
+    .await;
+
+    let client = t.pool.get().await.unwrap();
+    outbox::migrate(&**client, &t.schema).await.unwrap();
+    assert_eq!(
+        t.count("SELECT max(version)::int8 FROM {schema}.schema_migrations")
+            .await,
+        6
+    );
+    // Nothing lost; the good rows untouched; each bad row dead alone, with
+    // a reason; history (dead or sent before) as it was.
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.all_messages").await,
+        10
+    );
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.messages WHERE aggregate_id LIKE 'good%' \
+               AND dead_at IS NULL AND status IN ('pending', 'failed')"
+        )
+        .await,
+        2
+    );
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.messages WHERE status = 'dead' AND dead_at IS NOT NULL \
+               AND locked_by IS NULL AND dead_reason LIKE 'headers refused by migration 6%'"
+        )
+        .await,
+        6
+    );
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.messages WHERE aggregate_id = 'already_dead' \
+               AND dead_reason = 'earlier'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages_sent WHERE headers = '{\"id\": \"x\"}'")
+            .await,
+        1
+    );
+    // The constraint is validated, and new bad rows are refused.
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM pg_constraint WHERE conname = 'messages_headers_valid' \
+               AND convalidated AND conrelid = '{schema}.messages'::regclass"
+        )
+        .await,
+        1
+    );
+    let bad = format!(
+        "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload, headers) \
+         VALUES ('e', 'a', '1', 't', '{{}}', '[]')",
+        t.schema.quoted()
+    );
+    assert!(client.batch_execute(&bad).await.is_err());
+    // A dead-lettered row comes back once its headers are fixed; not before.
+    let replay = format!(
+        "UPDATE {}.messages SET status = 'pending', dead_at = NULL WHERE aggregate_id = 'source'",
+        t.schema.quoted()
+    );
+    assert!(client.batch_execute(&replay).await.is_err());
+    t.exec("UPDATE {schema}.messages SET headers = '{\"origin\": \"crm\"}' WHERE aggregate_id = 'source'")
+        .await;
+    client.batch_execute(&replay).await.unwrap();
+    // Migrating again changes nothing.
+    outbox::migrate(&**client, &t.schema).await.unwrap();
+}

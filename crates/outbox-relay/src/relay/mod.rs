@@ -209,6 +209,7 @@ impl<P: Publisher> Relay<P> {
             });
         };
         let messages = claimed.messages;
+        let refused = claimed.refused;
         crate::metrics::claimed(messages.len());
         let work = async {
             if let Some(limiter) = &self.limiter {
@@ -217,7 +218,31 @@ impl<P: Publisher> Relay<P> {
                     let _ = limiter.until_n_ready(n).await;
                 }
             }
-            self.publish_keeping_lease(&messages, &mut lease).await
+            if refused.is_empty() {
+                return self.publish_keeping_lease(&messages, &mut lease).await;
+            }
+            // A row that cannot be published as it is fails alone, as if the
+            // destination had refused it for good; the rest go out.
+            let publishable: Vec<Message> = messages
+                .iter()
+                .filter(|m| !refused.iter().any(|(id, _)| *id == m.id))
+                .cloned()
+                .collect();
+            let mut published = self
+                .publish_keeping_lease(&publishable, &mut lease)
+                .await
+                .into_iter();
+            messages
+                .iter()
+                .map(|m| match refused.iter().find(|(id, _)| *id == m.id) {
+                    Some((_, reason)) => Err(PublishError::permanent(reason.clone())),
+                    None => published.next().unwrap_or_else(|| {
+                        Err(PublishError::retryable(
+                            "publisher returned too few outcomes",
+                        ))
+                    }),
+                })
+                .collect()
         };
         let outcomes = tokio::select! {
             o = work => Some(o),

@@ -72,6 +72,10 @@ pub struct Claimed {
     pub lease: Option<Lease>,
     /// The snapshot the claim ran under; `None` when nothing was claimed.
     pub snapshot: Option<ClaimSnapshot>,
+    /// Claimed rows that cannot be published as they are, with the reason
+    /// (headers that break the envelope's rule); they are in `messages` too,
+    /// with no headers, and must be dead-lettered rather than published.
+    pub refused: Vec<(i64, String)>,
 }
 
 /// Parameters of [`Store::settle_messages`].
@@ -165,13 +169,24 @@ impl Store {
             xmin: r.get(12),
             xmax: r.get(13),
         });
-        let mut messages: Vec<Message> = rows.iter().map(message_from_row).collect();
+        let mut refused = Vec::new();
+        let mut messages: Vec<Message> = rows
+            .iter()
+            .map(|r| {
+                let (m, problem) = message_from_row(r);
+                if let Some(reason) = problem {
+                    refused.push((m.id, reason));
+                }
+                m
+            })
+            .collect();
         // UPDATE ... RETURNING does not keep the CTE's order.
         messages.sort_unstable_by_key(|m| m.id);
         Ok(Claimed {
             messages,
             lease,
             snapshot,
+            refused,
         })
     }
 
@@ -256,9 +271,13 @@ impl Store {
     }
 }
 
-fn message_from_row(r: &Row) -> Message {
-    let headers: serde_json::Value = r.get(8);
-    Message {
+/// A claimed row, and why it cannot be published if it cannot.
+fn message_from_row(r: &Row) -> (Message, Option<String>) {
+    let (headers, problem) = match crate::message::decode_headers(r.get(8)) {
+        Ok(h) => (h, None),
+        Err(reason) => (BTreeMap::new(), Some(reason)),
+    };
+    let m = Message {
         id: r.get(0),
         event_id: r.get(1),
         event_type: r.get(2),
@@ -267,23 +286,9 @@ fn message_from_row(r: &Row) -> Message {
         aggregate_id: r.get(5),
         topic: r.get(6),
         payload: r.get(7),
-        headers: headers_from_json(headers),
+        headers,
         attempts: r.get(9),
         created_at: r.get(10),
-    }
-}
-
-/// Headers written by plain SQL may hold non-string values; carry those as
-/// their JSON text rather than dropping them.
-fn headers_from_json(v: serde_json::Value) -> BTreeMap<String, String> {
-    match v {
-        serde_json::Value::Object(map) => map
-            .into_iter()
-            .map(|(k, v)| match v {
-                serde_json::Value::String(s) => (k, s),
-                other => (k, other.to_string()),
-            })
-            .collect(),
-        _ => BTreeMap::new(),
-    }
+    };
+    (m, problem)
 }

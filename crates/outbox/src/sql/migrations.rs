@@ -47,6 +47,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "hot_claims",
         sql: include_str!("migrations/0005_hot_claims.sql"),
     },
+    Migration {
+        version: 6,
+        name: "least_privilege_headers",
+        sql: include_str!("migrations/0006_least_privilege_headers.sql"),
+    },
 ];
 
 /// The SQL script that creates or upgrades `schema` to the latest version.
