@@ -194,3 +194,48 @@ async fn purge_deletes_only_older_dead_rows() {
     let err = fails(&t, &["dead", "purge", "--older-than", "soon"]);
     assert!(err.contains("soon") || err.contains("duration"), "{err}");
 }
+
+#[tokio::test]
+async fn replay_leaves_rows_with_refused_headers_dead_and_says_so() {
+    let t = TestSchema::new("cli_dead_replay_headers").await;
+    let good = dead(&t, "orders", 1).await;
+    let bad = dead(&t, "orders", 1).await;
+    // Dead rows are exempt from the headers CHECK (migration 6 dead-letters
+    // the rows it refuses); back in pending this one would violate it.
+    t.exec(&format!(
+        "UPDATE {{schema}}.messages SET headers = '{{\"source\": \"crm\"}}' WHERE id = {bad}"
+    ))
+    .await;
+    let (ok_, out, err) = common::run(&mut common::outbox(t.name(), &["dead", "replay", "--all"]));
+    assert!(ok_, "{err}");
+    assert_eq!(out.trim(), "replayed=1");
+    assert!(err.contains("skipped=1"), "{err}");
+    let err = fails(&t, &["dead", "replay", &bad.to_string()]);
+    assert!(
+        err.contains(&format!("message {bad} has headers the schema refuses")),
+        "{err}"
+    );
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE id = {bad} AND status = 'dead'"
+        ))
+        .await,
+        1
+    );
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE id = {good} AND status = 'pending'"
+        ))
+        .await,
+        1
+    );
+    // Fixed, it replays.
+    t.exec(&format!(
+        "UPDATE {{schema}}.messages SET headers = '{{\"origin\": \"crm\"}}' WHERE id = {bad}"
+    ))
+    .await;
+    assert_eq!(
+        ok(&t, &["dead", "replay", &bad.to_string()]).trim(),
+        "replayed=1"
+    );
+}

@@ -101,6 +101,15 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
                     other => other.into(),
                 })?;
             println!("replayed={}", replayed.len());
+            if !matches!(target, ReplayTarget::Ids(_)) {
+                let skipped = dead.unreplayable(&target).await?;
+                if skipped > 0 {
+                    eprintln!(
+                        "skipped={skipped}: dead messages whose headers the schema refuses \
+                         (an object of strings, no reserved name); fix their headers, then replay"
+                    );
+                }
+            }
         }
         Action::Purge { older_than } => {
             println!("purged={}", dead.purge(older_than).await?);

@@ -101,6 +101,16 @@ impl Store {
         Ok(ids)
     }
 
+    /// How many dead rows matching `p` a replay skips because their headers
+    /// break the schema's rule (`p.replayed_by` is ignored).
+    pub async fn count_unreplayable(&self, p: ReplayParams<'_>) -> Result<i64> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(&self.q.dead.unreplayable, &[&p.ids, &p.topic])
+            .await?;
+        Ok(row.get(0))
+    }
+
     /// `(id, status)` of those of `ids` still in a live table.
     pub async fn message_statuses(
         &self,

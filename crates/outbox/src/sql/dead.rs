@@ -24,6 +24,12 @@ pub struct DeadQueries {
     /// due now, dead fields and last error cleared; what it died of is
     /// recorded in `dead_replays` by the same statement.
     pub replay: String,
+    /// `$1 int8[] ids (NULL = any), $2 text topic (NULL = any)` → `int8`
+    /// count of matching dead rows that [`Self::replay`] skips because their
+    /// headers break the `messages_headers_valid` rule (migration 6): back
+    /// in `pending` they would violate the CHECK, so they stay dead until
+    /// an operator fixes them.
+    pub unreplayable: String,
     /// `$1 int8[] ids` → `(id, status)` of those that exist (live tables).
     pub status_of: String,
     /// `$1 float8 seconds` → rows deleted: dead rows whose `dead_at` is older.
@@ -51,6 +57,7 @@ impl DeadQueries {
                     WHERE status = 'dead' \
                       AND ($1::int8[] IS NULL OR id = ANY($1)) \
                       AND ($2::text IS NULL OR topic = $2) \
+                      AND {schema}.headers_valid(headers) \
                     FOR UPDATE), \
                  replayed AS ( \
                    UPDATE {schema}.messages m \
@@ -65,6 +72,11 @@ impl DeadQueries {
                         t.dead_reason, t.last_error \
                    FROM target t JOIN replayed USING (id) \
                  RETURNING message_id"),
+            unreplayable: r("SELECT count(*) FROM {schema}.messages \
+                  WHERE status = 'dead' \
+                    AND ($1::int8[] IS NULL OR id = ANY($1)) \
+                    AND ($2::text IS NULL OR topic = $2) \
+                    AND NOT {schema}.headers_valid(headers)"),
             status_of: r("SELECT id, status FROM {schema}.all_messages WHERE id = ANY($1)"),
             purge: r("DELETE FROM {schema}.messages \
                   WHERE status = 'dead' \

@@ -29,15 +29,21 @@ END IF;
 -- constraint). The constraint is added NOT VALID first so that the table
 -- is locked before the sweep: a producer cannot commit a bad row between
 -- the sweep and the validation, which then cannot fail.
+-- The rule lives in one function, so the CHECK, the sweep below and
+-- `dead replay` (which skips rows still breaking it) apply the same test.
+CREATE FUNCTION {schema}.headers_valid(headers jsonb) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $headers$
+    SELECT (jsonb_typeof(headers) = 'object'
+           AND NOT headers ?| ARRAY['specversion', 'id', 'source', 'type', 'subject', 'time', 'datacontenttype', 'dataschema', 'data', 'data_base64', 'eventversion', 'aggregatetype', 'outboxid', 'topic', 'outboxheaders', 'event_id', 'message_id', 'event_type', 'event_version', 'aggregate_type', 'aggregate_id', 'created_at', 'headers', 'payload']
+           -- silent: an error (keyvalue() of a non-object) is no match; the
+           -- jsonb_typeof test above has refused that row already.
+           AND NOT jsonb_path_exists(headers,
+               '$.keyvalue() ? (@.value.type() != "string" || @.key starts with "ce-" || @.key starts with "ce_")',
+               '{}', true))
+$headers$;
+
 ALTER TABLE {schema}.messages ADD CONSTRAINT messages_headers_valid CHECK (
-    dead_at IS NOT NULL
-    OR (jsonb_typeof(headers) = 'object'
-        AND NOT headers ?| ARRAY['specversion', 'id', 'source', 'type', 'subject', 'time', 'datacontenttype', 'dataschema', 'data', 'data_base64', 'eventversion', 'aggregatetype', 'outboxid', 'topic', 'outboxheaders', 'event_id', 'message_id', 'event_type', 'event_version', 'aggregate_type', 'aggregate_id', 'created_at', 'headers', 'payload']
-        -- silent: an error (keyvalue() of a non-object) is no match; the
-        -- jsonb_typeof test above has refused that row already.
-        AND NOT jsonb_path_exists(headers,
-            '$.keyvalue() ? (@.value.type() != "string" || @.key starts with "ce-" || @.key starts with "ce_")',
-            '{}', true))
+    dead_at IS NOT NULL OR {schema}.headers_valid(headers)
 ) NOT VALID;
 
 UPDATE {schema}.messages
@@ -47,10 +53,6 @@ UPDATE {schema}.messages
            'fix them, then replay',
        last_error = 'headers refused by migration 6'
  WHERE dead_at IS NULL
-   AND NOT (jsonb_typeof(headers) = 'object'
-        AND NOT headers ?| ARRAY['specversion', 'id', 'source', 'type', 'subject', 'time', 'datacontenttype', 'dataschema', 'data', 'data_base64', 'eventversion', 'aggregatetype', 'outboxid', 'topic', 'outboxheaders', 'event_id', 'message_id', 'event_type', 'event_version', 'aggregate_type', 'aggregate_id', 'created_at', 'headers', 'payload']
-        AND NOT jsonb_path_exists(headers,
-            '$.keyvalue() ? (@.value.type() != "string" || @.key starts with "ce-" || @.key starts with "ce_")',
-            '{}', true));
+   AND NOT {schema}.headers_valid(headers);
 
 ALTER TABLE {schema}.messages VALIDATE CONSTRAINT messages_headers_valid;
