@@ -476,3 +476,92 @@ async fn claims_are_hot_updates() {
         "only {hot} of {updated} claim updates were HOT"
     );
 }
+
+/// A destination that refuses every message with a retryable error, asking
+/// message `i` of a batch to wait `waits[i % len]`.
+struct AsksToWait {
+    waits: Vec<Option<Duration>>,
+}
+
+impl outbox_relay::Publisher for AsksToWait {
+    fn name(&self) -> &str {
+        "asks-to-wait"
+    }
+    async fn publish(&self, batch: &[outbox_relay::Message]) -> Vec<outbox_relay::Outcome> {
+        (0..batch.len())
+            .map(|i| {
+                Err(outbox_relay::PublishError {
+                    retry_after: self.waits[i % self.waits.len()],
+                    ..outbox_relay::PublishError::retryable("busy")
+                })
+            })
+            .collect()
+    }
+    async fn check(&self) -> Result<(), outbox_relay::PublishError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn any_retry_after_is_capped_at_the_longest_backoff_step_without_panicking() {
+    let t = TestSchema::new("relay_retry_after").await;
+    // `Retry-After: 9000000000000` made the relay panic adding it to now.
+    let waits = vec![
+        Some(Duration::MAX),
+        Some(Duration::from_secs(9_000_000_000_000)),
+        Some(Duration::from_secs(u64::MAX)),
+        Some(Duration::new(u64::MAX, 999_999_999)),
+        Some(Duration::ZERO),
+        None,
+    ];
+    let ids = enqueue(&t, waits.len(), "t").await;
+    let retry = RetryPolicy {
+        schedule: vec![Duration::from_secs(1), Duration::from_secs(60)],
+        jitter: 0.0,
+        max_attempts: 5,
+    };
+    let first_step = retry.delay(1);
+    let longest = retry.longest_delay();
+    let r = Relay::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        AsksToWait {
+            waits: waits.clone(),
+        },
+        RelayConfig {
+            batch_size: waits.len(),
+            retry,
+            ..RelayConfig::default()
+        },
+    )
+    .unwrap();
+    // As stored: PostgreSQL keeps microseconds.
+    let before = chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6);
+    let stats = r.run_once().await.unwrap();
+    let after = chrono::Utc::now();
+    assert_eq!((stats.claimed, stats.failed, stats.dead), (6, 6, 0));
+    let client = t.pool.get().await.unwrap();
+    for (id, wait) in ids.iter().zip(&waits) {
+        let row = client
+            .query_one(
+                &format!(
+                    "SELECT status, next_run_at FROM {}.messages WHERE id = $1",
+                    t.schema.quoted()
+                ),
+                &[id],
+            )
+            .await
+            .unwrap();
+        let (status, at): (String, chrono::DateTime<chrono::Utc>) = (row.get(0), row.get(1));
+        assert_eq!(status, "failed");
+        // Honoured up to the longest step, never beyond; below the policy's
+        // own delay, the policy wins.
+        let delay = wait.unwrap_or_default().clamp(first_step, longest);
+        let delay = chrono::Duration::from_std(delay).unwrap();
+        assert!(
+            before + delay <= at && at <= after + delay,
+            "{wait:?}: next run {at}, expected {delay} after {before}..{after}"
+        );
+    }
+    // And the relay carries on.
+    assert_eq!(r.run_once().await.unwrap().claimed, 0);
+}

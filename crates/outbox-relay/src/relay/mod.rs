@@ -15,6 +15,7 @@ pub use cursor::{ClaimCursor, ClaimSnapshot};
 
 use crate::clock::{Clock, SystemClock};
 use crate::publisher::Publisher;
+use crate::retry::saturating_add_std;
 use crate::store::{ClaimParams, Lease, SettleParams, Settled, Store};
 use crate::{Message, Outcome, PublishError, Result};
 use breaker::Breaker;
@@ -313,17 +314,19 @@ impl<P: Publisher> Relay<P> {
         };
         let now = self.clock.now();
         let policy = &self.config.retry;
+        // A destination's Retry-After is honoured up to the policy's longest
+        // step: `Retry-After: 9000000000000` must neither overflow the
+        // timestamp (a panic, then a crash loop on the same row) nor park
+        // a message for centuries.
+        let longest = policy.longest_delay();
         for (m, outcome) in batch.messages.iter().zip(outcomes) {
             match outcome {
                 Ok(()) => p.sent.push(m.id),
                 Err(e) if e.is_retryable() && destination_down.is_some() => p.released.push(m.id),
                 Err(e) if e.is_retryable() && !policy.exhausted(m.attempts) => {
                     let mut at = policy.next_run_at(m.attempts, now);
-                    if let Some(after) = e
-                        .retry_after
-                        .and_then(|d| chrono::Duration::from_std(d).ok())
-                    {
-                        at = at.max(now + after);
+                    if let Some(after) = e.retry_after {
+                        at = at.max(saturating_add_std(now, after.min(longest)));
                     }
                     p.failed.push((m.id, e.message, at));
                 }
