@@ -171,17 +171,14 @@ async fn reaper_leaves_live_claims_alone_and_recovers_expired_ones() {
 async fn a_relay_whose_lease_was_taken_over_cannot_settle() {
     let t = TestSchema::new("relay_takeover").await;
     enqueue(&t, 1, "t").await;
-    let zero_lease = RelayConfig {
-        lease: Duration::ZERO,
-        ..RelayConfig::default()
-    };
-    let slow = relay(&t, "slow", zero_lease.clone());
+    let slow = relay(&t, "slow", RelayConfig::default());
     let slow_batch = slow.claim_and_publish().await.unwrap();
-    // The lease expires; the row is recovered and claimed again. The same
-    // relay id is used on purpose: the lease is (locked_by, locked_at), so
-    // even a second pipeline of one relay cannot settle a stale claim.
-    assert_eq!(slow.reap().await.unwrap(), 1);
-    let again = relay(&t, "slow", zero_lease);
+    // The lease expires (as if it had been waited out); the row is
+    // recovered and claimed again. The same relay id is used on purpose:
+    // the lease is (locked_by, locked_at), so even a second pipeline of one
+    // relay cannot settle a stale claim.
+    assert_eq!(slow.reap_older_than(Duration::ZERO).await.unwrap(), 1);
+    let again = relay(&t, "slow", RelayConfig::default());
     let fresh_batch = again.claim_and_publish().await.unwrap();
     assert_eq!(fresh_batch.claimed(), 1);
 
@@ -210,18 +207,12 @@ async fn a_relay_whose_lease_was_taken_over_cannot_settle() {
 async fn crash_window_publishes_twice_and_the_inbox_processes_once() {
     let t = TestSchema::new("relay_crash").await;
     let ids = enqueue(&t, 1, "orders").await;
-    let r = relay(
-        &t,
-        "r",
-        RelayConfig {
-            lease: Duration::ZERO,
-            ..RelayConfig::default()
-        },
-    );
+    let r = relay(&t, "r", RelayConfig::default());
     let first = r.claim_and_publish().await.unwrap();
     assert_eq!(first.published(), 1);
     drop(first); // crash between publish and mark
-    assert_eq!(r.reap().await.unwrap(), 1);
+                 // The lease runs out (as if it had been waited out).
+    assert_eq!(r.reap_older_than(Duration::ZERO).await.unwrap(), 1);
     let second = r.run_once().await.unwrap();
     assert_eq!((second.claimed, second.marked_sent), (1, 1));
     assert_eq!(
@@ -564,4 +555,73 @@ async fn any_retry_after_is_capped_at_the_longest_backoff_step_without_panicking
     }
     // And the relay carries on.
     assert_eq!(r.run_once().await.unwrap().claimed, 0);
+}
+
+/// A destination that accepts the connection and never answers.
+struct NeverAnswers;
+
+impl outbox_relay::Publisher for NeverAnswers {
+    fn name(&self) -> &str {
+        "never-answers"
+    }
+    async fn publish(&self, _: &[outbox_relay::Message]) -> Vec<outbox_relay::Outcome> {
+        std::future::pending().await
+    }
+    async fn check(&self) -> Result<(), outbox_relay::PublishError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_publish_that_never_returns_fails_retryably_at_the_deadline() {
+    let t = TestSchema::new("relay_publish_timeout").await;
+    enqueue(&t, 3, "t").await;
+    let publish_timeout = outbox_relay::relay::MIN_PUBLISH_TIMEOUT;
+    let r = Relay::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        NeverAnswers,
+        RelayConfig {
+            publish_timeout,
+            ..RelayConfig::default()
+        },
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    // Bounded by the test too, so a regression fails instead of hanging.
+    let stats = tokio::time::timeout(publish_timeout * 50, r.run_once())
+        .await
+        .expect("the publish deadline ended the pass")
+        .unwrap();
+    assert!(started.elapsed() >= publish_timeout);
+    assert_eq!((stats.claimed, stats.failed, stats.dead), (3, 3, 0));
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE status = 'failed' AND attempts = 1 \
+               AND locked_by IS NULL AND last_error = 'publish timed out after {publish_timeout:?}'"
+        ))
+        .await,
+        3,
+        "every message failed retryably, spending an attempt"
+    );
+}
+
+#[test]
+fn leases_and_deadlines_too_short_to_work_are_refused() {
+    use outbox_relay::relay::{MIN_LEASE, MIN_PUBLISH_TIMEOUT};
+    let with = |lease, publish_timeout| {
+        RelayConfig {
+            lease,
+            publish_timeout,
+            ..RelayConfig::default()
+        }
+        .validate()
+        .map_err(|e| e.to_string())
+    };
+    let e = with(Duration::from_millis(1), MIN_PUBLISH_TIMEOUT).unwrap_err();
+    assert!(e.contains("lease must be at least 1s"), "{e}");
+    assert!(with(Duration::ZERO, MIN_PUBLISH_TIMEOUT).is_err());
+    assert!(with(MIN_LEASE, MIN_PUBLISH_TIMEOUT).is_ok());
+    let e = with(MIN_LEASE, MIN_PUBLISH_TIMEOUT / 2).unwrap_err();
+    assert!(e.contains("publish timeout must be at least"), "{e}");
+    assert!(with(Duration::MAX, MIN_PUBLISH_TIMEOUT).is_err());
 }
