@@ -213,6 +213,12 @@ async fn bad_flags_fail_cleanly() {
     let o = outbox(t.name(), &["relay", "--once", "--lease", "soon"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--lease"));
+    // Accepted once, and 27 % of messages went out twice.
+    let err = failure(&outbox(t.name(), &["relay", "--once", "--lease", "1ms"]));
+    assert!(
+        err.contains("lease") && err.contains("at least 1s"),
+        "{err}"
+    );
     let err = failure(&outbox("t_never_migrated_schema", &["relay", "--once"]));
     assert!(err.contains("outbox migrate"), "{err}");
 }

@@ -91,13 +91,13 @@ proptest! {
         lines in prop::collection::vec(
             (
                 prop::sample::select(vec![
-                    "schema", "batch_size", "max_attempts", "backoff", "jitter", "lease",
+                    "schema", "batch_size", "max_attempts", "backoff", "jitter", "lease", "publish_timeout",
                     "relay_id", "notify", "poll_interval", "reap_interval", "concurrency",
                     "rate_limit", "archive_after", "metrics_addr", "log_format", "publisher",
                 ]),
                 prop::sample::select(vec![
                     "\"outbox\"", "500", "0", "-1", "1", "99999999999", "\"1s,5s\"", "\"0s\"",
-                    "\"100y\"", "\"300000y\"", "0.5", "true", "\"05\"", "\".5\"", "\"r1\"",
+                    "\"100y\"", "\"300000y\"", "\"1ms\"", "0.5", "true", "\"05\"", "\".5\"", "\"r1\"",
                     "\"127.0.0.1:9\"", "\"json\"", "\"postgres\"", "\"x\"", "\"\"",
                 ]),
             ),

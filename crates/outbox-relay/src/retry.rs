@@ -58,9 +58,21 @@ impl RetryPolicy {
     }
 
     /// The nominal delay after failed attempt number `attempt` (1-based).
+    /// An empty schedule (refused by [`Self::validate`], but the fields are
+    /// public) retries at once rather than panicking.
     pub fn delay(&self, attempt: i32) -> Duration {
         let i = usize::try_from(attempt.max(1) - 1).unwrap_or(0);
-        self.schedule[i.min(self.schedule.len() - 1)]
+        self.schedule
+            .get(i)
+            .or(self.schedule.last())
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// The largest step of the schedule: how long a destination's
+    /// `Retry-After` may hold a message back at most.
+    pub fn longest_delay(&self) -> Duration {
+        self.schedule.iter().max().copied().unwrap_or_default()
     }
 
     /// When to try again after failed attempt `attempt`, seen at `now`.
@@ -76,19 +88,44 @@ impl RetryPolicy {
         rng: &mut impl Rng,
     ) -> DateTime<Utc> {
         let base = self.delay(attempt).as_secs_f64();
-        let spread = if self.jitter > 0.0 {
+        // A jitter out of [0, 1) is refused by validate; here it must only
+        // not panic (gen_range panics on an empty or infinite range).
+        let spread = if self.jitter > 0.0 && self.jitter.is_finite() {
             rng.gen_range(-self.jitter..self.jitter)
         } else {
             0.0
         };
-        let secs = base * (1.0 + spread);
-        now + chrono::Duration::microseconds((secs * 1e6) as i64)
+        let secs = (base * (1.0 + spread)).max(0.0);
+        // `as` saturates a float too large for i64 microseconds.
+        let delay = chrono::Duration::microseconds((secs * 1e6) as i64);
+        saturating_add(now, delay)
     }
 
     /// Whether a retryable failure on attempt `attempt` has used up the budget.
     pub fn exhausted(&self, attempt: i32) -> bool {
         attempt >= self.max_attempts
     }
+}
+
+/// `at + delay`, or the latest representable time when that overflows:
+/// whatever a policy or a destination asks for, computing a retry time
+/// never panics.
+pub fn saturating_add(at: DateTime<Utc>, delay: chrono::Duration) -> DateTime<Utc> {
+    at.checked_add_signed(delay)
+        .unwrap_or(if delay < chrono::Duration::zero() {
+            DateTime::<Utc>::MIN_UTC
+        } else {
+            DateTime::<Utc>::MAX_UTC
+        })
+}
+
+/// As [`saturating_add`], for a [`std::time::Duration`] (which can exceed
+/// every `chrono` one).
+pub fn saturating_add_std(at: DateTime<Utc>, delay: Duration) -> DateTime<Utc> {
+    saturating_add(
+        at,
+        chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX),
+    )
 }
 
 #[cfg(test)]
@@ -147,6 +184,32 @@ mod tests {
             ..RetryPolicy::default()
         };
         assert!(past.validate().unwrap_err().contains("backoff step"));
+    }
+
+    #[test]
+    fn unvalidated_extremes_never_panic() {
+        let now = Utc::now();
+        let huge = RetryPolicy {
+            schedule: vec![Duration::MAX],
+            jitter: f64::INFINITY,
+            max_attempts: 1,
+        };
+        assert_eq!(huge.next_run_at(1, now), DateTime::<Utc>::MAX_UTC);
+        let empty = RetryPolicy {
+            schedule: vec![],
+            jitter: -1.0,
+            max_attempts: 1,
+        };
+        assert_eq!(empty.delay(i32::MAX), Duration::ZERO);
+        assert_eq!(empty.next_run_at(i32::MIN, now), now);
+        assert_eq!(
+            saturating_add_std(DateTime::<Utc>::MAX_UTC, Duration::from_nanos(1)),
+            DateTime::<Utc>::MAX_UTC
+        );
+        assert_eq!(
+            saturating_add(DateTime::<Utc>::MIN_UTC, chrono::Duration::MIN),
+            DateTime::<Utc>::MIN_UTC
+        );
     }
 
     #[test]

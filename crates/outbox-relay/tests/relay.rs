@@ -171,17 +171,14 @@ async fn reaper_leaves_live_claims_alone_and_recovers_expired_ones() {
 async fn a_relay_whose_lease_was_taken_over_cannot_settle() {
     let t = TestSchema::new("relay_takeover").await;
     enqueue(&t, 1, "t").await;
-    let zero_lease = RelayConfig {
-        lease: Duration::ZERO,
-        ..RelayConfig::default()
-    };
-    let slow = relay(&t, "slow", zero_lease.clone());
+    let slow = relay(&t, "slow", RelayConfig::default());
     let slow_batch = slow.claim_and_publish().await.unwrap();
-    // The lease expires; the row is recovered and claimed again. The same
-    // relay id is used on purpose: the lease is (locked_by, locked_at), so
-    // even a second pipeline of one relay cannot settle a stale claim.
-    assert_eq!(slow.reap().await.unwrap(), 1);
-    let again = relay(&t, "slow", zero_lease);
+    // The lease expires (as if it had been waited out); the row is
+    // recovered and claimed again. The same relay id is used on purpose:
+    // the lease is (locked_by, locked_at), so even a second pipeline of one
+    // relay cannot settle a stale claim.
+    assert_eq!(slow.reap_older_than(Duration::ZERO).await.unwrap(), 1);
+    let again = relay(&t, "slow", RelayConfig::default());
     let fresh_batch = again.claim_and_publish().await.unwrap();
     assert_eq!(fresh_batch.claimed(), 1);
 
@@ -210,18 +207,12 @@ async fn a_relay_whose_lease_was_taken_over_cannot_settle() {
 async fn crash_window_publishes_twice_and_the_inbox_processes_once() {
     let t = TestSchema::new("relay_crash").await;
     let ids = enqueue(&t, 1, "orders").await;
-    let r = relay(
-        &t,
-        "r",
-        RelayConfig {
-            lease: Duration::ZERO,
-            ..RelayConfig::default()
-        },
-    );
+    let r = relay(&t, "r", RelayConfig::default());
     let first = r.claim_and_publish().await.unwrap();
     assert_eq!(first.published(), 1);
     drop(first); // crash between publish and mark
-    assert_eq!(r.reap().await.unwrap(), 1);
+                 // The lease runs out (as if it had been waited out).
+    assert_eq!(r.reap_older_than(Duration::ZERO).await.unwrap(), 1);
     let second = r.run_once().await.unwrap();
     assert_eq!((second.claimed, second.marked_sent), (1, 1));
     assert_eq!(
@@ -475,4 +466,162 @@ async fn claims_are_hot_updates() {
         hot * 5 >= updated * 4,
         "only {hot} of {updated} claim updates were HOT"
     );
+}
+
+/// A destination that refuses every message with a retryable error, asking
+/// message `i` of a batch to wait `waits[i % len]`.
+struct AsksToWait {
+    waits: Vec<Option<Duration>>,
+}
+
+impl outbox_relay::Publisher for AsksToWait {
+    fn name(&self) -> &str {
+        "asks-to-wait"
+    }
+    async fn publish(&self, batch: &[outbox_relay::Message]) -> Vec<outbox_relay::Outcome> {
+        (0..batch.len())
+            .map(|i| {
+                Err(outbox_relay::PublishError {
+                    retry_after: self.waits[i % self.waits.len()],
+                    ..outbox_relay::PublishError::retryable("busy")
+                })
+            })
+            .collect()
+    }
+    async fn check(&self) -> Result<(), outbox_relay::PublishError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn any_retry_after_is_capped_at_the_longest_backoff_step_without_panicking() {
+    let t = TestSchema::new("relay_retry_after").await;
+    // `Retry-After: 9000000000000` made the relay panic adding it to now.
+    let waits = vec![
+        Some(Duration::MAX),
+        Some(Duration::from_secs(9_000_000_000_000)),
+        Some(Duration::from_secs(u64::MAX)),
+        Some(Duration::new(u64::MAX, 999_999_999)),
+        Some(Duration::ZERO),
+        None,
+    ];
+    let ids = enqueue(&t, waits.len(), "t").await;
+    let retry = RetryPolicy {
+        schedule: vec![Duration::from_secs(1), Duration::from_secs(60)],
+        jitter: 0.0,
+        max_attempts: 5,
+    };
+    let first_step = retry.delay(1);
+    let longest = retry.longest_delay();
+    let r = Relay::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        AsksToWait {
+            waits: waits.clone(),
+        },
+        RelayConfig {
+            batch_size: waits.len(),
+            retry,
+            ..RelayConfig::default()
+        },
+    )
+    .unwrap();
+    // As stored: PostgreSQL keeps microseconds.
+    let before = chrono::SubsecRound::trunc_subsecs(chrono::Utc::now(), 6);
+    let stats = r.run_once().await.unwrap();
+    let after = chrono::Utc::now();
+    assert_eq!((stats.claimed, stats.failed, stats.dead), (6, 6, 0));
+    let client = t.pool.get().await.unwrap();
+    for (id, wait) in ids.iter().zip(&waits) {
+        let row = client
+            .query_one(
+                &format!(
+                    "SELECT status, next_run_at FROM {}.messages WHERE id = $1",
+                    t.schema.quoted()
+                ),
+                &[id],
+            )
+            .await
+            .unwrap();
+        let (status, at): (String, chrono::DateTime<chrono::Utc>) = (row.get(0), row.get(1));
+        assert_eq!(status, "failed");
+        // Honoured up to the longest step, never beyond; below the policy's
+        // own delay, the policy wins.
+        let delay = wait.unwrap_or_default().clamp(first_step, longest);
+        let delay = chrono::Duration::from_std(delay).unwrap();
+        assert!(
+            before + delay <= at && at <= after + delay,
+            "{wait:?}: next run {at}, expected {delay} after {before}..{after}"
+        );
+    }
+    // And the relay carries on.
+    assert_eq!(r.run_once().await.unwrap().claimed, 0);
+}
+
+/// A destination that accepts the connection and never answers.
+struct NeverAnswers;
+
+impl outbox_relay::Publisher for NeverAnswers {
+    fn name(&self) -> &str {
+        "never-answers"
+    }
+    async fn publish(&self, _: &[outbox_relay::Message]) -> Vec<outbox_relay::Outcome> {
+        std::future::pending().await
+    }
+    async fn check(&self) -> Result<(), outbox_relay::PublishError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_publish_that_never_returns_fails_retryably_at_the_deadline() {
+    let t = TestSchema::new("relay_publish_timeout").await;
+    enqueue(&t, 3, "t").await;
+    let publish_timeout = outbox_relay::relay::MIN_PUBLISH_TIMEOUT;
+    let r = Relay::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        NeverAnswers,
+        RelayConfig {
+            publish_timeout,
+            ..RelayConfig::default()
+        },
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    // Bounded by the test too, so a regression fails instead of hanging.
+    let stats = tokio::time::timeout(publish_timeout * 50, r.run_once())
+        .await
+        .expect("the publish deadline ended the pass")
+        .unwrap();
+    assert!(started.elapsed() >= publish_timeout);
+    assert_eq!((stats.claimed, stats.failed, stats.dead), (3, 3, 0));
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages WHERE status = 'failed' AND attempts = 1 \
+               AND locked_by IS NULL AND last_error = 'publish timed out after {publish_timeout:?}'"
+        ))
+        .await,
+        3,
+        "every message failed retryably, spending an attempt"
+    );
+}
+
+#[test]
+fn leases_and_deadlines_too_short_to_work_are_refused() {
+    use outbox_relay::relay::{MIN_LEASE, MIN_PUBLISH_TIMEOUT};
+    let with = |lease, publish_timeout| {
+        RelayConfig {
+            lease,
+            publish_timeout,
+            ..RelayConfig::default()
+        }
+        .validate()
+        .map_err(|e| e.to_string())
+    };
+    let e = with(Duration::from_millis(1), MIN_PUBLISH_TIMEOUT).unwrap_err();
+    assert!(e.contains("lease must be at least 1s"), "{e}");
+    assert!(with(Duration::ZERO, MIN_PUBLISH_TIMEOUT).is_err());
+    assert!(with(MIN_LEASE, MIN_PUBLISH_TIMEOUT).is_ok());
+    let e = with(MIN_LEASE, MIN_PUBLISH_TIMEOUT / 2).unwrap_err();
+    assert!(e.contains("publish timeout must be at least"), "{e}");
+    assert!(with(Duration::MAX, MIN_PUBLISH_TIMEOUT).is_err());
 }

@@ -9,6 +9,7 @@ use outbox_relay::{
 };
 use outbox_testkit::{database_url, TestDatabase, TestSchema};
 use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -205,7 +206,8 @@ async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead
 async fn a_slow_destination_keeps_its_lease_and_no_second_relay_republishes() {
     let t = TestSchema::new("run_lease_extend").await;
     enqueue(&t, 3).await;
-    let lease = Duration::from_millis(600);
+    // The shortest lease allowed, so the publish outlasts several of them.
+    let lease = outbox_relay::relay::MIN_LEASE;
     let slow = relay(
         &t,
         Slow {
@@ -367,4 +369,156 @@ async fn the_rate_limit_caps_each_claim() {
     let first = r.run_once().await.unwrap();
     assert_eq!(first.claimed, 30);
     assert_eq!(first.marked_sent, 30);
+}
+
+/// The real sink, after its first call panics.
+struct PanicsOnce {
+    inner: PostgresPublisher,
+    panicked: std::sync::atomic::AtomicBool,
+}
+
+impl Publisher for PanicsOnce {
+    fn name(&self) -> &str {
+        "panics-once"
+    }
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        if !self.panicked.swap(true, Ordering::SeqCst) {
+            panic!("publisher bug");
+        }
+        self.inner.publish(batch).await
+    }
+    async fn check(&self) -> Result<(), PublishError> {
+        self.inner.check().await
+    }
+}
+
+#[tokio::test]
+async fn a_publisher_panic_fails_its_batch_and_the_relay_keeps_running() {
+    let t = TestSchema::new("run_publisher_panic").await;
+    let n = 10;
+    enqueue(&t, n).await;
+    let r = relay(
+        &t,
+        PanicsOnce {
+            inner: sink(&t),
+            panicked: false.into(),
+        },
+        RelayConfig {
+            retry: RetryPolicy {
+                schedule: vec![Duration::from_millis(10)],
+                ..RetryPolicy::default()
+            },
+            ..RelayConfig::default()
+        },
+    );
+    let sent = while_running(&r, async {
+        eventually(
+            &t,
+            "SELECT count(*) FROM {schema}.messages_sent",
+            n as i64,
+            Duration::from_secs(30),
+        )
+        .await
+    })
+    .await;
+    assert_eq!(sent, n as i64, "the relay carried on after the panic");
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.messages_sent \
+              WHERE attempts = 2 AND last_error = 'publisher panics-once panicked: publisher bug'"
+        )
+        .await,
+        n as i64,
+        "the panicking batch failed retryably, then went out"
+    );
+}
+
+/// A destination that is down until told otherwise, whose health check
+/// takes a while and records how many run at once.
+struct Outage {
+    inner: PostgresPublisher,
+    down: std::sync::atomic::AtomicBool,
+    checks: AtomicUsize,
+    in_flight: AtomicUsize,
+    most_in_flight: AtomicUsize,
+}
+
+impl Publisher for Outage {
+    fn name(&self) -> &str {
+        "outage"
+    }
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        if self.down.load(Ordering::SeqCst) {
+            return vec![Err(PublishError::retryable("connection refused")); batch.len()];
+        }
+        self.inner.publish(batch).await
+    }
+    async fn check(&self) -> Result<(), PublishError> {
+        self.checks.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most_in_flight.fetch_max(now, Ordering::SeqCst);
+        // Long enough for checks started together to overlap.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(PublishError::retryable("connection refused"));
+        }
+        self.inner.check().await
+    }
+}
+
+#[tokio::test]
+async fn during_an_outage_one_pipeline_probes_at_a_time_then_all_resume() {
+    let t = TestSchema::new("run_half_open").await;
+    let concurrency = 4;
+    let batch_size = 5;
+    let n = concurrency * batch_size * 4;
+    enqueue(&t, n).await;
+    let outage = Arc::new(Outage {
+        inner: sink(&t),
+        down: true.into(),
+        checks: AtomicUsize::new(0),
+        in_flight: AtomicUsize::new(0),
+        most_in_flight: AtomicUsize::new(0),
+    });
+    let r = relay(
+        &t,
+        outage.clone(),
+        RelayConfig {
+            concurrency,
+            batch_size,
+            breaker_max_backoff: Duration::from_millis(200),
+            ..RelayConfig::default()
+        },
+    );
+    let (sent, checks_in_outage) = while_running(&r, async {
+        // Several probe rounds, each with every pipeline waiting on it.
+        while outage.checks.load(Ordering::SeqCst) < concurrency * 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let checks = outage.checks.load(Ordering::SeqCst);
+        outage.down.store(false, Ordering::SeqCst);
+        let sent = eventually(
+            &t,
+            "SELECT count(*) FROM {schema}.messages_sent",
+            n as i64,
+            Duration::from_secs(30),
+        )
+        .await;
+        (sent, checks)
+    })
+    .await;
+    assert!(checks_in_outage >= concurrency * 2);
+    assert_eq!(
+        outage.most_in_flight.load(Ordering::SeqCst),
+        1,
+        "{checks_in_outage} checks during the outage, never two at once"
+    );
+    assert_eq!(sent, n as i64, "all pipelines resumed");
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages_sent WHERE attempts > 1")
+            .await,
+        0,
+        "the outage spent no attempt"
+    );
 }

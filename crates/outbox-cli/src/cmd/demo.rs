@@ -23,8 +23,8 @@ enum Step {
     Relay,
     /// Publish, "crash" before marking sent, recover, publish again.
     ///
-    /// The recovery is the production lease reaper run with a zero lease, so
-    /// the crashed claim counts as expired at once. (A real relay waits for
+    /// The recovery is the production lease reaper told the claimant is
+    /// dead, so the crashed claim counts as expired at once. (A real relay waits for
     /// --lease, 5m by default, and never sweeps live claims.)
     CrashWindow,
     /// Run an idempotent consumer (the inbox) over published_events.
@@ -108,10 +108,8 @@ impl Demo {
         }
         let (_, message_id) = self.insert_order().await?;
         println!("message_id={message_id}");
-        // Zero lease: the reaper treats the crashed claim as expired at once.
         let relay = self.relay_with(RelayConfig {
             batch_size: 1,
-            lease: Duration::ZERO,
             ..RelayConfig::default()
         })?;
         let first = relay.claim_and_publish().await?;
@@ -122,7 +120,8 @@ impl Demo {
         );
         drop(first); // the process "dies" here: published, never marked sent
         let after_crash = self.published_count(message_id).await?;
-        let recovered = relay.reap().await?;
+        // The claimant is known dead: the reaper need not wait out the lease.
+        let recovered = relay.reap_older_than(Duration::ZERO).await?;
         println!("published_after_crash={after_crash} recovered_processing={recovered}");
         let second = relay.run_once().await?;
         println!(

@@ -45,6 +45,10 @@ pub struct RelayFlags {
     /// pending [env: OUTBOX_LEASE] [default: 5m].
     #[arg(long)]
     lease: Option<String>,
+    /// How long one batch may take to publish before all of it fails
+    /// retryably, spending an attempt [env: OUTBOX_PUBLISH_TIMEOUT] [default: 30s].
+    #[arg(long)]
+    publish_timeout: Option<String>,
     /// Identifies this relay in `locked_by` [env: OUTBOX_RELAY_ID] [default: host-pid-random].
     #[arg(long)]
     relay_id: Option<String>,
@@ -90,6 +94,7 @@ impl RelayFlags {
             ("backoff", &self.backoff),
             ("jitter", &self.jitter),
             ("lease", &self.lease),
+            ("publish_timeout", &self.publish_timeout),
             ("relay_id", &self.relay_id),
             ("notify", &self.notify),
             ("poll_interval", &self.poll_interval),

@@ -73,6 +73,12 @@ pub const KEYS: &[Key] = &[
     ),
     key("jitter", "OUTBOX_JITTER", "--jitter", Some("0.1")),
     key("lease", "OUTBOX_LEASE", "--lease", Some("5m")),
+    key(
+        "publish_timeout",
+        "OUTBOX_PUBLISH_TIMEOUT",
+        "--publish-timeout",
+        Some("30s"),
+    ),
     key("relay_id", "OUTBOX_RELAY_ID", "--relay-id", None),
     key("notify", "OUTBOX_NOTIFY", "--notify", Some("on")),
     key(

@@ -98,6 +98,8 @@ pub struct Settings {
     pub jitter: f64,
     /// Stale-claim timeout.
     pub lease: Duration,
+    /// How long one batch may take to publish.
+    pub publish_timeout: Duration,
     /// `locked_by`; generated per process when `None`.
     pub relay_id: Option<String>,
     /// LISTEN/NOTIFY wake-ups.
@@ -303,7 +305,24 @@ impl Settings {
             ),
             backoff: field!("backoff", parse::backoff, d.retry.schedule.clone()),
             jitter: field!("jitter", parse::fraction, d.retry.jitter),
-            lease: field!("lease", parse::positive_duration, d.lease),
+            lease: field!(
+                "lease",
+                |s| parse::duration_at_least(
+                    s,
+                    outbox_relay::relay::MIN_LEASE,
+                    "it is renewed every half lease by a database round trip"
+                ),
+                d.lease
+            ),
+            publish_timeout: field!(
+                "publish_timeout",
+                |s| parse::duration_at_least(
+                    s,
+                    outbox_relay::relay::MIN_PUBLISH_TIMEOUT,
+                    "shorter would fail healthy batches"
+                ),
+                d.publish_timeout
+            ),
             relay_id: field!("relay_id", relay_id, None),
             notify: field!("notify", parse::switch, d.notify),
             poll_interval: field!("poll_interval", parse::positive_duration, d.idle_sleep),
@@ -344,6 +363,7 @@ impl Settings {
                 .unwrap_or_else(outbox_relay::relay::default_relay_id),
             batch_size: self.batch_size,
             lease: self.lease,
+            publish_timeout: self.publish_timeout,
             retry: RetryPolicy {
                 schedule: self.backoff.clone(),
                 jitter: self.jitter,

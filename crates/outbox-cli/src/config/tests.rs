@@ -22,6 +22,7 @@ fn defaults_match_the_relay_defaults() {
     let d = RelayConfig::default();
     assert_eq!(c.batch_size, d.batch_size);
     assert_eq!(c.lease, d.lease);
+    assert_eq!(c.publish_timeout, d.publish_timeout);
     assert_eq!(c.retry, d.retry);
     assert_eq!(c.idle_sleep, d.idle_sleep);
     assert_eq!(c.notify, d.notify);
@@ -149,6 +150,49 @@ fn render_is_toml_with_sources_and_no_password() {
     assert_eq!(back["batch_size"].as_integer(), Some(500));
     assert_eq!(back["rate_limit"].as_integer(), Some(50));
     assert_eq!(back["archive_after"].as_str(), Some("off"));
+}
+
+#[test]
+fn publish_timeout_comes_from_file_env_or_flag() {
+    let f = file("publish_timeout = \"10s\"\n");
+    let s = load(Some(f.path()), &[], env_of(&[])).unwrap();
+    assert_eq!(s.relay_config().publish_timeout, Duration::from_secs(10));
+    let env = env_of(&[("OUTBOX_PUBLISH_TIMEOUT", "5s")]);
+    let s = load(Some(f.path()), &[], &env).unwrap();
+    assert_eq!(s.publish_timeout, Duration::from_secs(5));
+    let flags = [("publish_timeout", "2s".to_owned())];
+    let s = load(Some(f.path()), &flags, &env).unwrap();
+    assert_eq!(s.publish_timeout, Duration::from_secs(2));
+    assert_eq!(
+        s.source("publish_timeout"),
+        &Source::Flag("--publish-timeout")
+    );
+}
+
+#[test]
+fn a_lease_or_publish_timeout_too_short_to_work_is_one_clear_error() {
+    let err = load(None, &[("lease", "1ms".into())], env_of(&[]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with(
+            "invalid configuration: lease = \"1ms\" (from flag --lease): must be at least 1s"
+        ),
+        "{err}"
+    );
+    let env = env_of(&[("OUTBOX_PUBLISH_TIMEOUT", "1ms")]);
+    let err = load(None, &[], env).unwrap_err().to_string();
+    assert!(
+        err.contains(
+            "publish_timeout = \"1ms\" (from env OUTBOX_PUBLISH_TIMEOUT): must be at least 100ms"
+        ),
+        "{err}"
+    );
+    // Exactly the minimums load, and the relay accepts what loads.
+    let at_minimum = [("lease", "1s".into()), ("publish_timeout", "100ms".into())];
+    let s = load(None, &at_minimum, env_of(&[])).unwrap();
+    s.relay_config().validate().unwrap();
 }
 
 #[test]

@@ -4,6 +4,20 @@ use crate::retry::RetryPolicy;
 use crate::{Error, Result};
 use std::time::Duration;
 
+/// The shortest lease accepted. The lease is kept alive by an UPDATE every
+/// half lease; below a second, one slow round trip (a busy pool, a
+/// checkpoint) lets it expire under a live publish and another relay
+/// publishes the rows again (`--lease 1ms` duplicated 27 % of messages).
+pub const MIN_LEASE: Duration = Duration::from_secs(1);
+
+/// The shortest publish timeout accepted: a broker's ack takes
+/// milliseconds, and a deadline below this would fail healthy batches.
+pub const MIN_PUBLISH_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// The longest lease or publish timeout accepted: a century. Longer is a
+/// typo, and the reaper's `now() - lease` stops being a timestamp.
+const MAX_DURATION: Duration = crate::retry::MAX_DELAY;
+
 /// How the relay runs.
 #[derive(Debug, Clone)]
 pub struct RelayConfig {
@@ -12,7 +26,14 @@ pub struct RelayConfig {
     /// Messages claimed per batch.
     pub batch_size: usize,
     /// A claim older than this is presumed dead and its rows are recovered.
+    /// Extended every half lease while a batch is publishing; at least
+    /// [`MIN_LEASE`].
     pub lease: Duration,
+    /// How long one batch may take to publish; then every message of it
+    /// fails retryably ("publish timed out"), spending an attempt, so a
+    /// destination that never answers cannot hold rows (and their lease)
+    /// forever. At least [`MIN_PUBLISH_TIMEOUT`].
+    pub publish_timeout: Duration,
     /// When failed messages are retried, and how often.
     pub retry: RetryPolicy,
     /// Sleep when a pass found nothing to do (NOTIFY wakes the relay
@@ -47,6 +68,7 @@ impl Default for RelayConfig {
             relay_id: default_relay_id(),
             batch_size: 500,
             lease: Duration::from_secs(300),
+            publish_timeout: Duration::from_secs(30),
             retry: RetryPolicy::default(),
             idle_sleep: Duration::from_secs(1),
             reap_interval: Duration::from_secs(30),
@@ -72,6 +94,18 @@ impl RelayConfig {
             return bad(format!(
                 "batch size must be 1..=10000, got {}",
                 self.batch_size
+            ));
+        }
+        if !(MIN_LEASE..=MAX_DURATION).contains(&self.lease) {
+            return bad(format!(
+                "lease must be at least {MIN_LEASE:?} (it is extended every half lease by a database round trip) and at most 100 years, got {:?}",
+                self.lease
+            ));
+        }
+        if !(MIN_PUBLISH_TIMEOUT..=MAX_DURATION).contains(&self.publish_timeout) {
+            return bad(format!(
+                "publish timeout must be at least {MIN_PUBLISH_TIMEOUT:?} and at most 100 years, got {:?}",
+                self.publish_timeout
             ));
         }
         if self.idle_sleep.is_zero() {

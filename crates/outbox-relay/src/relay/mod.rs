@@ -3,23 +3,30 @@
 //!
 //! - `config.rs`: every knob, its default and its validation.
 //! - `run.rs`: the long-running loop — pipelines, wake-ups, reaper, breaker.
-//! - `breaker.rs`: the circuit breaker.
+//! - `breaker.rs`: the circuit breaker, half-open: one probe at a time.
+//! - `cursor.rs`: where claims start reading.
+//! - `tests.rs`: races forced through test hooks.
 
 mod breaker;
 mod config;
 mod cursor;
 mod run;
+#[cfg(test)]
+mod tests;
 
-pub use config::{default_relay_id, RelayConfig};
+pub use config::{default_relay_id, RelayConfig, MIN_LEASE, MIN_PUBLISH_TIMEOUT};
 pub use cursor::{ClaimCursor, ClaimSnapshot};
 
 use crate::clock::{Clock, SystemClock};
 use crate::publisher::Publisher;
+use crate::retry::saturating_add_std;
 use crate::store::{ClaimParams, Lease, SettleParams, Settled, Store};
 use crate::{Message, Outcome, PublishError, Result};
 use breaker::Breaker;
+use futures_util::FutureExt;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use std::num::NonZeroU32;
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -90,6 +97,8 @@ pub struct Relay<P> {
     listen: Option<tokio_postgres::Config>,
     /// Where claims start reading; shared by the pipelines.
     cursor: Mutex<ClaimCursor>,
+    #[cfg(test)]
+    hooks: tests::Hooks,
 }
 
 impl<P> std::fmt::Debug for Relay<P> {
@@ -120,6 +129,8 @@ impl<P: Publisher> Relay<P> {
             listen: None,
             cursor: Mutex::new(ClaimCursor::new(config.sweep_interval)),
             config,
+            #[cfg(test)]
+            hooks: tests::Hooks::default(),
         })
     }
 
@@ -211,43 +222,9 @@ impl<P: Publisher> Relay<P> {
         let messages = claimed.messages;
         let refused = claimed.refused;
         crate::metrics::claimed(messages.len());
-        let work = async {
-            if let Some(limiter) = &self.limiter {
-                if let Some(n) = NonZeroU32::new(messages.len() as u32) {
-                    // n never exceeds the burst: the claim was capped above.
-                    let _ = limiter.until_n_ready(n).await;
-                }
-            }
-            if refused.is_empty() {
-                return self.publish_keeping_lease(&messages, &mut lease).await;
-            }
-            // A row that cannot be published as it is fails alone, as if the
-            // destination had refused it for good; the rest go out.
-            let publishable: Vec<Message> = messages
-                .iter()
-                .filter(|m| !refused.iter().any(|(id, _)| *id == m.id))
-                .cloned()
-                .collect();
-            let mut published = self
-                .publish_keeping_lease(&publishable, &mut lease)
-                .await
-                .into_iter();
-            messages
-                .iter()
-                .map(|m| match refused.iter().find(|(id, _)| *id == m.id) {
-                    Some((_, reason)) => Err(PublishError::permanent(reason.clone())),
-                    None => published.next().unwrap_or_else(|| {
-                        Err(PublishError::retryable(
-                            "publisher returned too few outcomes",
-                        ))
-                    }),
-                })
-                .collect()
-        };
-        let outcomes = tokio::select! {
-            o = work => Some(o),
-            _ = abandon.cancelled() => None,
-        };
+        let outcomes = self
+            .publish_keeping_lease(&messages, &refused, &mut lease, abandon)
+            .await;
         Ok(PublishedBatch {
             lease: Some(lease),
             messages,
@@ -257,45 +234,171 @@ impl<P: Publisher> Relay<P> {
 
     /// Publishes `messages`, extending their lease every half lease while
     /// the publisher is still busy, so a slow destination does not let a
-    /// second relay take the rows over and publish them again.
-    async fn publish_keeping_lease(&self, messages: &[Message], lease: &mut Lease) -> Vec<Outcome> {
-        let started = std::time::Instant::now();
-        let publish = self.publisher.publish(messages);
-        tokio::pin!(publish);
-        let half = self.config.lease / 2;
-        let mut outcomes = if half.is_zero() {
-            publish.await
-        } else {
-            let ids: Vec<i64> = messages.iter().map(|m| m.id).collect();
-            let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + half, half);
-            loop {
-                tokio::select! {
-                    o = &mut publish => break o,
-                    _ = tick.tick() => match self.store.extend_lease(lease, &ids).await {
-                        Ok(Some(extended)) => *lease = extended,
-                        Ok(None) => tracing::warn!("lease lost while publishing; another relay may publish these rows too"),
-                        Err(e) => tracing::warn!(error = %e, "could not extend the lease"),
-                    },
+    /// second relay take the rows over and publish them again. Returns
+    /// `None` if `abandon` fired first (the batch is then released).
+    ///
+    /// `lease` is always the lease the rows hold: an extension runs to its
+    /// end once started, since one cancelled after its UPDATE committed
+    /// would leave a `locked_at` this relay does not know, and neither the
+    /// settle nor the release at shutdown would match the rows any more
+    /// (they would sit in `processing` until the reaper).
+    async fn publish_keeping_lease(
+        &self,
+        messages: &[Message],
+        refused: &[(i64, String)],
+        lease: &mut Lease,
+        abandon: &CancellationToken,
+    ) -> Option<Vec<Outcome>> {
+        let publish = async {
+            if let Some(limiter) = &self.limiter {
+                if let Some(n) = NonZeroU32::new(messages.len() as u32) {
+                    // n never exceeds the burst: the claim was capped above.
+                    let _ = limiter.until_n_ready(n).await;
                 }
             }
+            self.publish_all_but_refused(messages, refused).await
         };
-        if outcomes.len() != messages.len() {
+        tokio::pin!(publish);
+        let ids: Vec<i64> = messages.iter().map(|m| m.id).collect();
+        // Validation keeps the lease at a second or more; the floor only
+        // keeps `interval` from panicking on an unvalidated config.
+        let half = (self.config.lease / 2).max(std::time::Duration::from_millis(1));
+        let first = tokio::time::Instant::now()
+            .checked_add(half)
+            .unwrap_or_else(tokio::time::Instant::now);
+        let mut tick = tokio::time::interval_at(first, half);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                o = &mut publish => return Some(o),
+                _ = abandon.cancelled() => return None,
+                // The extension runs in the branch's body, where nothing
+                // else is polled: shutdown cannot cancel it half-done.
+                _ = tick.tick() => self.extend_lease(lease, &ids).await,
+            }
+        }
+    }
+
+    async fn extend_lease(&self, lease: &mut Lease, ids: &[i64]) {
+        match self.store.extend_lease(lease, ids).await {
+            Ok(Some(extended)) => {
+                #[cfg(test)]
+                self.hooks.after_extend.pass().await;
+                *lease = extended;
+            }
+            Ok(None) => {
+                tracing::warn!(
+                    "lease lost while publishing; another relay may publish these rows too"
+                )
+            }
+            Err(e) => tracing::warn!(error = %e, "could not extend the lease"),
+        }
+    }
+
+    /// Publishes the messages the claim did not refuse; a refused row (one
+    /// that cannot be published as it is) fails alone, as if the
+    /// destination had refused it for good, and the rest go out.
+    async fn publish_all_but_refused(
+        &self,
+        messages: &[Message],
+        refused: &[(i64, String)],
+    ) -> Vec<Outcome> {
+        if refused.is_empty() {
+            return self.publish_within_deadline(messages).await;
+        }
+        let reason = |id: i64| refused.iter().find(|(r, _)| *r == id).map(|(_, s)| s);
+        let publishable: Vec<Message> = messages
+            .iter()
+            .filter(|m| reason(m.id).is_none())
+            .cloned()
+            .collect();
+        let mut published = if publishable.is_empty() {
+            Vec::new()
+        } else {
+            self.publish_within_deadline(&publishable).await
+        }
+        .into_iter();
+        messages
+            .iter()
+            .map(|m| match reason(m.id) {
+                Some(why) => Err(PublishError::permanent(why.clone())),
+                // publish_within_deadline returns one outcome per message.
+                None => published.next().unwrap_or_else(|| {
+                    Err(PublishError::retryable(
+                        "publisher returned too few outcomes",
+                    ))
+                }),
+            })
+            .collect()
+    }
+
+    /// The publisher's outcomes, or a retryable failure for every message
+    /// when it panics or misses the publish deadline: either way the batch
+    /// is retried later and the relay carries on.
+    async fn publish_within_deadline(&self, messages: &[Message]) -> Vec<Outcome> {
+        let started = std::time::Instant::now();
+        let name = self.publisher.name();
+        let timeout = self.config.publish_timeout;
+        // The call itself inside the async block: a publisher that panics
+        // before returning its future is caught too.
+        let publish = AssertUnwindSafe(async { self.publisher.publish(messages).await });
+        let failed = |e: PublishError| vec![Err(e); messages.len()];
+        let outcomes = match tokio::time::timeout(timeout, publish.catch_unwind()).await {
+            Ok(Ok(outcomes)) if outcomes.len() == messages.len() => outcomes,
             // A publisher bug must not mark unpublished rows sent.
-            let e = PublishError::retryable(format!(
-                "publisher {} returned {} outcomes for {} messages",
-                self.publisher.name(),
+            Ok(Ok(outcomes)) => failed(PublishError::retryable(format!(
+                "publisher {name} returned {} outcomes for {} messages",
                 outcomes.len(),
                 messages.len()
-            ));
-            outcomes = vec![Err(e); messages.len()];
-        }
-        crate::metrics::batch_published(
-            self.publisher.name(),
-            messages,
-            &outcomes,
-            started.elapsed(),
-        );
+            ))),
+            Ok(Err(panic)) => {
+                let what = panic_message(&*panic);
+                tracing::error!(publisher = name, panic = what, "publisher panicked");
+                failed(PublishError::retryable(format!(
+                    "publisher {name} panicked: {what}"
+                )))
+            }
+            Err(_) => failed(PublishError::retryable(format!(
+                "publish timed out after {timeout:?}"
+            ))),
+        };
+        crate::metrics::batch_published(name, messages, &outcomes, started.elapsed());
         outcomes
+    }
+
+    /// Asks the destination whether it is reachable, within the publish
+    /// deadline, a panic counting as unreachable.
+    async fn check(&self) -> std::result::Result<(), String> {
+        let check = AssertUnwindSafe(async { self.publisher.check().await });
+        match tokio::time::timeout(self.config.publish_timeout, check.catch_unwind()).await {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(e.message),
+            Ok(Err(panic)) => Err(format!("check panicked: {}", panic_message(&*panic))),
+            Err(_) => Err(format!(
+                "check timed out after {:?}",
+                self.config.publish_timeout
+            )),
+        }
+    }
+
+    /// Whether the destination is down (`Some(why)`), asked by one caller
+    /// at a time: while one check is in flight the others wait for its
+    /// result instead of piling onto a struggling destination.
+    async fn destination_down(&self) -> Option<String> {
+        if self.breaker.is_open() {
+            return Some(self.breaker.reason());
+        }
+        match self.breaker.probe_or_wait().await {
+            Some(_turn) => match self.check().await {
+                Ok(()) => None,
+                Err(why) => {
+                    self.breaker.trip(self.publisher.name(), &why);
+                    Some(why)
+                }
+            },
+            // The check that just ended left its verdict in the breaker.
+            None => self.breaker.is_open().then(|| self.breaker.reason()),
+        }
     }
 
     /// Settles a published batch in one statement: sent, failed with the
@@ -326,29 +429,25 @@ impl<P: Publisher> Relay<P> {
             .filter(|o| matches!(o, Err(e) if e.is_retryable()))
             .count();
         let destination_down = if retryable > 0 {
-            match self.publisher.check().await {
-                Ok(()) => None,
-                Err(e) => {
-                    self.breaker.trip(self.publisher.name(), &e.message);
-                    Some(e.message)
-                }
-            }
+            self.destination_down().await
         } else {
             None
         };
         let now = self.clock.now();
         let policy = &self.config.retry;
+        // A destination's Retry-After is honoured up to the policy's longest
+        // step: `Retry-After: 9000000000000` must neither overflow the
+        // timestamp (a panic, then a crash loop on the same row) nor park
+        // a message for centuries.
+        let longest = policy.longest_delay();
         for (m, outcome) in batch.messages.iter().zip(outcomes) {
             match outcome {
                 Ok(()) => p.sent.push(m.id),
                 Err(e) if e.is_retryable() && destination_down.is_some() => p.released.push(m.id),
                 Err(e) if e.is_retryable() && !policy.exhausted(m.attempts) => {
                     let mut at = policy.next_run_at(m.attempts, now);
-                    if let Some(after) = e
-                        .retry_after
-                        .and_then(|d| chrono::Duration::from_std(d).ok())
-                    {
-                        at = at.max(now + after);
+                    if let Some(after) = e.retry_after {
+                        at = at.max(saturating_add_std(now, after.min(longest)));
                     }
                     p.failed.push((m.id, e.message, at));
                 }
@@ -374,8 +473,16 @@ impl<P: Publisher> Relay<P> {
         p: SettleParams,
         mut stats: PassStats,
     ) -> Result<PassStats> {
+        #[cfg(test)]
+        self.hooks.before_settle.pass().await;
+        let settled = self.store.settle_messages(lease, &p).await;
         {
-            // Rows going back to the queue sit below the claim floor.
+            // Rows going back to the queue sit below the claim floor: bring
+            // it back to them only now that the settle has ended. Earlier,
+            // a sibling's claim could read past them while still
+            // `processing` and move the floor over them after the rewind,
+            // hiding them until the next sweep. Even after an error: the
+            // statement may have committed, and a rewind costs nothing.
             let mut cursor = self.cursor();
             p.failed
                 .iter()
@@ -388,7 +495,7 @@ impl<P: Publisher> Relay<P> {
             failed,
             dead,
             released,
-        } = self.store.settle_messages(lease, &p).await?;
+        } = settled?;
         crate::metrics::settled(failed, dead, released);
         let expected = (p.sent.len() + p.failed.len() + p.dead.len() + p.released.len()) as u64;
         let settled = sent + failed + dead + released;
@@ -407,7 +514,13 @@ impl<P: Publisher> Relay<P> {
 
     /// Recovers rows whose lease expired.
     pub async fn reap(&self) -> Result<usize> {
-        let ids = self.store.reap_expired_leases(self.config.lease).await?;
+        self.reap_older_than(self.config.lease).await
+    }
+
+    /// Recovers rows claimed longer than `age` ago, whatever the lease:
+    /// for an operator (or the demo) who knows the claimant is dead.
+    pub async fn reap_older_than(&self, age: std::time::Duration) -> Result<usize> {
+        let ids = self.store.reap_expired_leases(age).await?;
         crate::metrics::lease_recovered(ids.len());
         if let Some(&first) = ids.iter().min() {
             // Recovered rows are claimable again, below the claim floor.
@@ -416,9 +529,21 @@ impl<P: Publisher> Relay<P> {
         Ok(ids.len())
     }
 
-    /// Probes a destination the breaker holds open; closes it on success.
+    /// Probes a destination the breaker holds open, closing it on success;
+    /// if another pipeline is probing, waits for its result instead.
     async fn probe(&self) {
-        let ok = self.publisher.check().await.is_ok();
-        self.breaker.probed(self.publisher.name(), ok);
+        if let Some(_turn) = self.breaker.probe_or_wait().await {
+            let ok = self.check().await.is_ok();
+            self.breaker.probed(self.publisher.name(), ok);
+        }
     }
+}
+
+/// What a panic said, if it said it with a string.
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(no message)")
 }

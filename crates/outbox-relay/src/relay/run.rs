@@ -62,11 +62,16 @@ impl<P: Publisher> Relay<P> {
         let mut error_backoff = Duration::from_millis(100);
         while !shutdown.is_cancelled() {
             if self.breaker.is_open() {
+                // Every pipeline wakes at the probe time; one probes and the
+                // others wait for its result (see breaker.rs).
+                let probe = async {
+                    tokio::time::sleep_until(self.breaker.next_probe()).await;
+                    self.probe().await;
+                };
                 tokio::select! {
                     _ = shutdown.cancelled() => break,
-                    _ = tokio::time::sleep_until(self.breaker.next_probe()) => {}
+                    _ = probe => {}
                 }
-                self.probe().await;
                 continue;
             }
             let pass = match self.claim_and_publish_until(hard_stop).await {

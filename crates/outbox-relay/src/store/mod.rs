@@ -267,7 +267,7 @@ impl Store {
     pub async fn oldest_pending_age(&self) -> Result<Option<Duration>> {
         let client = self.client().await?;
         let row = client.query_opt(&self.q.oldest_pending_age, &[]).await?;
-        Ok(row.map(|r| Duration::from_secs_f64(r.get::<_, f64>(0).max(0.0))))
+        Ok(row.map(|r| age_seconds(r.get(0))))
     }
 }
 
@@ -291,4 +291,26 @@ fn message_from_row(r: &Row) -> (Message, Option<String>) {
         created_at: r.get(10),
     };
     (m, problem)
+}
+
+/// An age in seconds as the database computed it, never panicking: a
+/// producer may write any `created_at`, and from PostgreSQL 17 an age from
+/// `-infinity` is `Infinity` seconds (`Duration::from_secs_f64` panics on it).
+pub(crate) fn age_seconds(secs: f64) -> Duration {
+    // f64::max ignores a NaN: NaN becomes 0.
+    Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
+}
+
+#[cfg(test)]
+mod age_tests {
+    use super::*;
+
+    #[test]
+    fn any_age_the_database_returns_is_a_duration() {
+        assert_eq!(age_seconds(1.5), Duration::from_millis(1500));
+        assert_eq!(age_seconds(-3.0), Duration::ZERO);
+        assert_eq!(age_seconds(f64::NAN), Duration::ZERO);
+        assert_eq!(age_seconds(f64::INFINITY), Duration::MAX);
+        assert_eq!(age_seconds(1e300), Duration::MAX);
+    }
 }

@@ -73,7 +73,7 @@ impl Store {
             .prepare_cached(&self.q.stats.oldest_pending_age)
             .await?;
         let row = client.query_opt(&stmt, &[&topic]).await?;
-        Ok(row.map(|r| Duration::from_secs_f64(r.get::<_, f64>(0).max(0.0))))
+        Ok(row.map(|r| super::age_seconds(r.get(0))))
     }
 
     /// One round trip to the database: the readiness probe.
