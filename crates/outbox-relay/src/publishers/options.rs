@@ -26,7 +26,9 @@ impl UrlOptions {
         schemes: &[&str],
         known: &[&str],
     ) -> Result<Self> {
-        let redacted = super::redact_url(url);
+        // Shown without its query: an option the parser does not know (a
+        // misspelt `pasword=`) is not recognisably a secret to redaction.
+        let redacted = super::redact_url(url.split_once('?').map_or(url, |(base, _)| base));
         let mut base = url::Url::parse(url)
             .map_err(|e| bad(publisher, format!("{redacted:?} is not a valid URL ({e})")))?;
         if !schemes.contains(&base.scheme()) {
@@ -45,7 +47,7 @@ impl UrlOptions {
                 return Err(bad(
                     publisher,
                     format!(
-                        "unknown option {k:?} in {redacted:?}; known options: {}",
+                        "unknown option {k:?} for {redacted:?}; known options: {}",
                         known
                             .iter()
                             .map(|k| if *k == "*." {

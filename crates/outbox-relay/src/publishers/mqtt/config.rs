@@ -59,7 +59,10 @@ impl std::fmt::Debug for MqttConfig {
 impl MqttConfig {
     /// Parses and validates a publisher URL.
     pub fn from_url(raw: &str) -> Result<Self> {
-        let bad = |m: String| Error::Publisher(format!("mqtt URL {:?}: {m}", redact_url(raw)));
+        // Shown without its query: a misspelt option may hold a secret that
+        // redaction cannot recognise by name.
+        let shown = redact_url(raw.split_once('?').map_or(raw, |(base, _)| base));
+        let bad = |m: String| Error::Publisher(format!("mqtt URL {shown:?}: {m}"));
         let url = Url::parse(raw).map_err(|e| bad(e.to_string()))?;
         match url.scheme() {
             "mqtt" => {}
