@@ -68,6 +68,27 @@ proptest! {
     }
 
     #[test]
+    fn retry_after_is_bounded_or_none_and_never_panics(
+        value in "\\PC{0,40}|[0-9]{1,30}|-[0-9]{1,20}|(Mon|Fri), [0-9]{2} (Jan|Dec) [0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2} GMT",
+        now_secs in 0u64..13_000_000_000,
+    ) {
+        use outbox_relay::publishers::http::{parse_retry_after, MAX_RETRY_AFTER};
+        let now = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(now_secs);
+        if let Some(d) = parse_retry_after(&value, now) {
+            prop_assert!(d <= MAX_RETRY_AFTER);
+        }
+    }
+
+    #[test]
+    fn a_stored_error_is_a_bounded_prefix_without_nul(message in "\\PC{0,6000}|[\\x00-\\x7f]{0,5000}") {
+        let stored = outbox_relay::PublishError::stored(&message);
+        prop_assert!(stored.len() <= outbox_relay::PublishError::MAX_STORED);
+        prop_assert!(!stored.contains('\0'));
+        let cleaned = message.replace('\0', "\u{fffd}");
+        prop_assert!(cleaned.starts_with(&*stored), "not a prefix");
+    }
+
+    #[test]
     fn redaction_never_panics(any_text in "\\PC{0,100}") {
         let _ = redact_url(&any_text);
     }
