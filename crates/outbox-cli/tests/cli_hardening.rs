@@ -4,8 +4,13 @@
 
 mod common;
 
-use common::{fails, ok, pending};
+use common::net::{free_port, get, wait_for, Running};
+use common::{fails, ok, outbox, pending};
 use outbox_testkit::TestSchema;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 /// Window title, screen clear, carriage return, 8-bit CSI, DEL, bidi override.
 const HOSTILE: &str = "\u{1b}]0;pwned\u{7}\u{1b}[2J\r\u{9b}31m\u{7f}\u{202e}";
@@ -76,4 +81,120 @@ async fn a_webhook_url_without_a_host_stops_the_relay_before_any_claim() {
     );
     let n: i64 = client.query_one(&sql, &[&&ids[..]]).await.unwrap().get(0);
     assert_eq!(n, 2);
+}
+
+/// The relay's metrics server (`HEADER_READ_TIMEOUT` = 5 s) against 200
+/// idle connections and a slowloris client.
+#[tokio::test]
+async fn the_metrics_server_outlasts_idle_and_slowloris_connections() {
+    let t = TestSchema::new("cli_slowloris").await;
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = outbox(t.name(), &["relay", "--metrics-addr", &addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _relay = Running(child);
+    wait_for("/healthz", || {
+        get(port, "/healthz").is_some_and(|(s, _)| s == 200)
+    });
+
+    let idle: Vec<TcpStream> = (0..200)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let opened = Instant::now();
+    let header = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaa";
+    let mut closed_after = None;
+    let mut answered_meanwhile = false;
+    for byte in header.iter().cycle().take(30) {
+        // One header byte a second, as long as the server takes it.
+        if slow.write_all(&[*byte]).is_err() {
+            closed_after = Some(opened.elapsed());
+            break;
+        }
+        let mut buf = [0u8; 256];
+        match slow.read(&mut buf) {
+            Ok(0) => {
+                closed_after = Some(opened.elapsed());
+                break;
+            }
+            // A 408 before closing is fine too.
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => {
+                closed_after = Some(opened.elapsed());
+                break;
+            }
+        }
+        // Meanwhile /healthz answers a new client at once.
+        if !answered_meanwhile {
+            let started = Instant::now();
+            let ok = get(port, "/healthz").is_some_and(|(s, body)| s == 200 && body == "ok\n");
+            assert!(
+                ok && started.elapsed() < Duration::from_secs(2),
+                "/healthz did not answer"
+            );
+            answered_meanwhile = true;
+        }
+        std::thread::sleep(Duration::from_millis(800));
+    }
+    let closed_after = closed_after.expect("the slowloris connection was never closed");
+    assert!(
+        closed_after < Duration::from_secs(10),
+        "slowloris held its connection {closed_after:?}"
+    );
+    // The idle connections were closed by the same timeout.
+    let mut still_open = 0;
+    for mut c in idle {
+        c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let mut buf = [0u8; 64];
+        if let Err(e) = c.read(&mut buf) {
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) {
+                still_open += 1;
+            }
+        }
+    }
+    assert_eq!(
+        still_open, 0,
+        "idle connections outlived the header read timeout"
+    );
+    assert!(get(port, "/healthz").is_some_and(|(s, _)| s == 200));
+}
+
+#[tokio::test]
+async fn a_metrics_address_beyond_loopback_is_warned_about() {
+    let t = TestSchema::new("cli_metrics_public").await;
+    let port = free_port();
+    let mut child = outbox(
+        t.name(),
+        &["relay", "--metrics-addr", &format!("0.0.0.0:{port}")],
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let _relay = Running(child);
+    let mut text = String::new();
+    let mut buf = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !text.contains("beyond this host") && Instant::now() < deadline {
+        match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.push_str(&String::from_utf8_lossy(&buf[..n])),
+        }
+    }
+    assert!(
+        text.contains("WARN") && text.contains("beyond this host"),
+        "{text}"
+    );
 }
