@@ -43,7 +43,7 @@ async fn an_unreachable_database_is_named_without_its_password() {
     let t = TestSchema::new("cli_secret_db").await;
     for url in unreachable_database_urls() {
         for args in [&["migrate"][..], &["relay", "--once"], &["stats"]] {
-            let (ok, all) = run_traced(&mut outbox(t.name(), args).env("DATABASE_URL", &url));
+            let (ok, all) = run_traced(outbox(t.name(), args).env("DATABASE_URL", &url));
             assert!(!ok, "{url}: {all}");
             assert!(all.contains("cannot connect to"), "{url}: {all}");
             assert!(all.contains("127.0.0.1"), "{url}: {all}");
@@ -55,8 +55,7 @@ async fn an_unreachable_database_is_named_without_its_password() {
 async fn config_check_hides_every_password_form() {
     let t = TestSchema::new("cli_secret_config").await;
     for url in unreachable_database_urls() {
-        let (_, all) =
-            run_traced(&mut outbox(t.name(), &["config", "check"]).env("DATABASE_URL", &url));
+        let (_, all) = run_traced(outbox(t.name(), &["config", "check"]).env("DATABASE_URL", &url));
         assert!(all.contains("database_url"), "{url}: {all}");
     }
     let file = std::env::temp_dir().join(format!("outbox-secret-{}.toml", std::process::id()));

@@ -145,7 +145,7 @@ impl HttpConfig {
                 redact_url(url)
             ))
         })?;
-        if parsed.host_str().is_none_or(str::is_empty) {
+        if parsed.host_str().map_or(true, str::is_empty) {
             return Err(Error::Publisher(format!(
                 "webhook URL {:?} names no host",
                 redact_url(url)
