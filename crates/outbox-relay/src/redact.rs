@@ -31,6 +31,18 @@ pub fn redact(s: &str) -> String {
     }
 }
 
+/// [`redact`]ed, then without its query: for a publisher URL whose options
+/// are this crate's, where a misspelt option (`pasword=`) is not
+/// recognisably a secret by name. Cut after redacting, since a raw `?` may
+/// sit inside the password.
+pub fn redact_without_query(s: &str) -> String {
+    let mut shown = redact(s);
+    if let Some(q) = shown.find('?') {
+        shown.truncate(q);
+    }
+    shown
+}
+
 /// Whether an option of this name holds a secret. Generous on purpose:
 /// hiding a harmless value costs a little clarity, showing a secret costs
 /// the secret.
@@ -249,5 +261,12 @@ mod tests {
         ] {
             assert_eq!(redact(input), want, "{input}");
         }
+    }
+
+    #[test]
+    fn the_query_goes_after_the_password_is_hidden() {
+        use super::redact_without_query as r;
+        assert_eq!(r("redis://u:a?b@h:1/0?pasword=x"), "redis://u:***@h:1/0");
+        assert_eq!(r("redis://h:1/0?pasword=x"), "redis://h:1/0");
     }
 }

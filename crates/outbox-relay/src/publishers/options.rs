@@ -28,7 +28,7 @@ impl UrlOptions {
     ) -> Result<Self> {
         // Shown without its query: an option the parser does not know (a
         // misspelt `pasword=`) is not recognisably a secret to redaction.
-        let redacted = super::redact_url(url.split_once('?').map_or(url, |(base, _)| base));
+        let redacted = crate::redact::redact_without_query(url);
         let mut base = url::Url::parse(url)
             .map_err(|e| bad(publisher, format!("{redacted:?} is not a valid URL ({e})")))?;
         if !schemes.contains(&base.scheme()) {

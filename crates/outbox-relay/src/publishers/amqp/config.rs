@@ -58,7 +58,7 @@ impl AmqpConfig {
     pub fn from_url(raw: &str) -> Result<Self> {
         // Shown without its query: a misspelt option may hold a secret that
         // redaction cannot recognise by name.
-        let shown = redact_url(raw.split_once('?').map_or(raw, |(base, _)| base));
+        let shown = crate::redact::redact_without_query(raw);
         let bad = |m: String| Error::Publisher(format!("amqp URL {shown:?}: {m}"));
         let mut url = Url::parse(raw).map_err(|e| bad(e.to_string()))?;
         match url.scheme() {

@@ -1,6 +1,5 @@
 //! `mqtt://user:pass@host:port?client_id=…&topic_map=dots|none&prefix=…`.
 
-use crate::publishers::redact_url;
 use crate::{Error, Result};
 use std::time::Duration;
 use url::Url;
@@ -61,7 +60,7 @@ impl MqttConfig {
     pub fn from_url(raw: &str) -> Result<Self> {
         // Shown without its query: a misspelt option may hold a secret that
         // redaction cannot recognise by name.
-        let shown = redact_url(raw.split_once('?').map_or(raw, |(base, _)| base));
+        let shown = crate::redact::redact_without_query(raw);
         let bad = |m: String| Error::Publisher(format!("mqtt URL {shown:?}: {m}"));
         let url = Url::parse(raw).map_err(|e| bad(e.to_string()))?;
         match url.scheme() {
