@@ -61,7 +61,7 @@ async fn dead_letters_print_escape_sequences_as_text() {
 }
 
 #[tokio::test]
-async fn a_webhook_url_without_a_host_stops_the_relay_before_any_claim() {
+async fn a_publisher_url_that_cannot_work_stops_the_relay_before_any_claim() {
     let t = TestSchema::new("cli_http_no_host").await;
     let ids = [pending(&t).await, pending(&t).await];
     for url in [
@@ -72,6 +72,26 @@ async fn a_webhook_url_without_a_host_stops_the_relay_before_any_claim() {
     ] {
         let err = fails(&t, &["relay", "--once", "--publisher", url]);
         assert!(err.contains("webhook URL"), "{url}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{url}: {err}");
+    }
+    // Every other publisher's URL is checked whole before any claim.
+    for url in [
+        "nats://",
+        "nats://h:1,:2",
+        "nats://h:1,h2:x",
+        "redis://",
+        "redis://h:0",
+        "asynq://",
+        "mqtt://",
+        "mqtt://h:0",
+        "amqp://",
+        "amqp://h:1?heartbeet=5",
+        "kafka://",
+        "kafka://h:1,",
+        "kafka://h:1?compression.typo=lz4",
+    ] {
+        let err = fails(&t, &["relay", "--once", "--publisher", url]);
+        assert!(err.contains("publisher"), "{url}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{url}: {err}");
     }
     let client = t.pool.get().await.unwrap();

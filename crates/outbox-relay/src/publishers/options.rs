@@ -40,6 +40,9 @@ impl UrlOptions {
         if base.host_str().map_or(true, str::is_empty) {
             return Err(bad(publisher, format!("{redacted:?} names no host")));
         }
+        if base.port() == Some(0) {
+            return Err(bad(publisher, format!("{redacted:?} names port 0")));
+        }
         let mut values = BTreeMap::new();
         for (k, v) in base.query_pairs() {
             let dotted = known.contains(&"*.") && k.contains('.');

@@ -69,6 +69,9 @@ impl AmqpConfig {
         if url.host_str().map_or(true, str::is_empty) {
             return Err(bad("a host is required".into()));
         }
+        if url.port() == Some(0) {
+            return Err(bad("port 0 is not a port to connect to".into()));
+        }
         let mut cfg = Self {
             uri: String::new(),
             exchange: DEFAULT_EXCHANGE.to_owned(),

@@ -75,6 +75,9 @@ impl MqttConfig {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
+        if url.port() == Some(0) {
+            return Err(bad("port 0 is not a port to connect to".into()));
+        }
         let credentials = match (url.username(), url.password()) {
             ("", None) => None,
             (u, p) => Some((decode(u), decode(p.unwrap_or("")))),
