@@ -127,3 +127,32 @@ fn stored_errors_are_bounded_at_a_char_boundary() {
     assert_eq!(PublishError::stored("a\0b"), "a\u{fffd}b");
     assert_eq!(PublishError::stored("short"), "short");
 }
+
+#[tokio::test]
+async fn the_relay_stores_a_hostile_error_body_bounded_and_without_nul() {
+    let schema = outbox_testkit::TestSchema::new("http_hostile_store").await;
+    let client = schema.pool.get().await.unwrap();
+    let msg = outbox::NewMessage::new("e", "a", "1", &serde_json::json!({})).unwrap();
+    outbox::Outbox::with_schema(schema.schema.clone())
+        .enqueue(&**client, &msg)
+        .await
+        .unwrap();
+    // NUL bytes until the request timeout: PostgreSQL text refuses NUL, so
+    // stored raw the whole settle would fail and the row stay claimed.
+    let (url, _) = hostile(Attack::Trickle).await;
+    let relay = outbox_relay::Relay::new(
+        outbox_relay::Store::new(schema.pool.clone(), schema.schema.clone()),
+        publisher(&url, Duration::from_secs(1)),
+        outbox_relay::RelayConfig::default(),
+    )
+    .unwrap();
+    let stats = relay.run_once().await.unwrap();
+    assert_eq!((stats.claimed, stats.failed), (1, 1));
+    let stored = schema
+        .count(
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'failed' \
+             AND octet_length(last_error) <= 4096 AND last_error LIKE '%500%'",
+        )
+        .await;
+    assert_eq!(stored, 1);
+}
