@@ -218,3 +218,47 @@ async fn a_metrics_address_beyond_loopback_is_warned_about() {
         "{text}"
     );
 }
+
+/// Beyond `MAX_CONNECTIONS` (256) a connection waits in the listen backlog
+/// until one closes: with 300 idle sockets open, /healthz is answered only
+/// once the header read timeout (5 s) has closed some of them. The server
+/// neither falls over nor grows without bound.
+#[tokio::test]
+async fn connections_beyond_the_limit_wait_for_a_free_slot() {
+    let t = TestSchema::new("cli_conn_limit").await;
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let child = outbox(t.name(), &["relay", "--metrics-addr", &addr])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _relay = Running(child);
+    wait_for("/healthz", || {
+        get(port, "/healthz").is_some_and(|(s, _)| s == 200)
+    });
+    let idle: Vec<TcpStream> = (0..300)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    let started = Instant::now();
+    assert!(get(port, "/healthz").is_some_and(|(s, _)| s == 200));
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(10),
+        "/healthz answered after {waited:?}"
+    );
+    // It got a slot only because an idle connection was closed first.
+    let closed = idle
+        .into_iter()
+        .filter(|c| {
+            c.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
+            let mut buf = [0u8; 16];
+            matches!((&*c).read(&mut buf), Ok(0))
+                || matches!((&*c).read(&mut buf), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset)
+        })
+        .count();
+    assert!(
+        closed > 0,
+        "/healthz was served while all 300 idle connections were open"
+    );
+}
