@@ -29,6 +29,16 @@ const READY_CACHE: Duration = Duration::from_secs(1);
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How often the exporter drops stale histogram samples.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
+/// A client must send a request's headers within this, and an idle
+/// keep-alive connection is closed after it: a slowloris client (one header
+/// byte a second) or a pile of idle sockets cannot hold connections open.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// No connection lives longer than this, whatever it does (a client that
+/// reads its response one byte at a time); a scraper reconnects.
+pub const MAX_CONNECTION_AGE: Duration = Duration::from_secs(60);
+/// Connections served at once; further ones wait in the listen backlog
+/// until one closes, so a flood costs file descriptors up to this bound.
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// Installs the process-wide Prometheus recorder, with histogram buckets for
 /// the relay's histograms (summaries would not aggregate across relays).
@@ -165,14 +175,66 @@ pub async fn bind(
             metrics,
             probes: Arc::new(probes),
         });
+    if !bound.ip().is_loopback() {
+        tracing::warn!(
+            addr = %bound,
+            "the metrics server listens beyond this host: /metrics and /readyz are served \
+             without authentication to anyone who can reach {bound}; bind 127.0.0.1 unless \
+             a scraper elsewhere needs it, and firewall it"
+        );
+    }
     tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
     Ok(async move {
-        let serve = axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned());
-        let (served, ()) = tokio::join!(serve, upkeep);
-        if let Err(e) = served {
-            tracing::error!(error = %e, "metrics server stopped");
-        }
+        tokio::join!(serve(listener, app, shutdown), upkeep);
     })
+}
+
+/// Accepts connections until `shutdown`, each served by hyper with
+/// [`HEADER_READ_TIMEOUT`] and [`MAX_CONNECTION_AGE`], at most
+/// [`MAX_CONNECTIONS`] at once. (`axum::serve` has neither timeout nor limit.)
+async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .max_buf_size(64 * 1024);
+    loop {
+        let permit = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+        };
+        let (socket, _) = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    // Out of file descriptors, mostly: wait rather than spin.
+                    tracing::warn!(error = %e, "metrics server cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(socket), service);
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => return,
+                _ = stop.cancelled() => {}
+                _ = tokio::time::sleep(MAX_CONNECTION_AGE) => {}
+            }
+            // Finish the request in flight, if any, but not for long.
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(HEADER_READ_TIMEOUT, conn).await;
+        });
+    }
+    // Every connection holds a permit until it ends: all of them back means
+    // every connection has finished (each within HEADER_READ_TIMEOUT of
+    // the shutdown).
+    let _ = permits.acquire_many(MAX_CONNECTIONS as u32).await;
 }
 
 async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {

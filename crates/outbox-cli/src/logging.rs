@@ -1,9 +1,13 @@
 //! Logging: `tracing` to stderr, levels from `RUST_LOG` (default `warn`),
 //! as text for people or as one JSON object per line for log shippers.
-//! Nothing logged carries a password: URLs go through `redact_url` before
+//! Nothing logged carries a password: URLs go through `redact` before
 //! they reach a message, and the settings are never logged whole.
 
 use std::io::IsTerminal;
+use tracing::{Level, Metadata};
+use tracing_subscriber::filter::filter_fn;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::EnvFilter;
 
 /// The shape of log lines.
@@ -22,11 +26,33 @@ pub fn init(format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Text => builder
+            .with_ansi(std::io::stderr().is_terminal())
+            .finish()
+            .with(filter_fn(shows_no_credentials))
+            .init(),
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
             .with_current_span(false)
+            .finish()
+            .with(filter_fn(shows_no_credentials))
             .init(),
     }
+}
+
+/// Broker clients log what they send and receive, credentials included:
+/// async-nats `Debug`s its CONNECT (with `pass` and `auth_token`) and its
+/// options, lapin traces every frame (the SASL `PLAIN` response holds the
+/// password). Whatever `RUST_LOG` asks for, those targets say no more than
+/// `info`; anyone debugging a broker connection still sees its errors.
+fn shows_no_credentials(meta: &Metadata<'_>) -> bool {
+    const WIRE_LOGGERS: [&str; 5] = ["async_nats", "lapin", "amq_protocol", "rumqttc", "redis"];
+    let chatty = *meta.level() > Level::INFO;
+    !(chatty
+        && WIRE_LOGGERS.iter().any(|t| {
+            meta.target()
+                .strip_prefix(t)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with("::"))
+        }))
 }

@@ -28,6 +28,7 @@ mod message;
 pub mod metrics;
 pub mod publisher;
 pub mod publishers;
+pub mod redact;
 pub mod relay;
 pub mod retry;
 pub mod store;

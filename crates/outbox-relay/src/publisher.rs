@@ -49,6 +49,31 @@ impl PublishError {
     pub fn is_retryable(&self) -> bool {
         self.class == ErrorClass::Retryable
     }
+
+    /// The most of a message stored in `last_error` / `dead_reason`, in
+    /// bytes: enough for any diagnosis, and a destination that answers with
+    /// megabytes cannot grow the outbox table by as much per attempt.
+    pub const MAX_STORED: usize = 4 * 1024;
+
+    /// `message` as stored: cut to [`Self::MAX_STORED`] bytes at a char
+    /// boundary, and NUL (which PostgreSQL `text` refuses, failing the
+    /// whole settle) replaced by U+FFFD.
+    pub fn stored(message: &str) -> std::borrow::Cow<'_, str> {
+        let end = |s: &str| {
+            let mut end = s.len().min(Self::MAX_STORED);
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            end
+        };
+        if message.contains('\0') {
+            let mut cleaned = message.replace('\0', "\u{fffd}");
+            cleaned.truncate(end(&cleaned));
+            cleaned.into()
+        } else {
+            message[..end(message)].into()
+        }
+    }
 }
 
 /// The outcome for one message of a batch.

@@ -1,6 +1,7 @@
 use super::parse_duration;
 use anyhow::anyhow;
 use outbox::Schema;
+use outbox_cli::terminal::{printable, printable_json};
 use outbox_relay::store::DeadMessage;
 use outbox_relay::{DeadLetters, Error, ReplayTarget, Store};
 use std::time::Duration;
@@ -68,7 +69,9 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         Action::List { topic, limit, json } => {
             let list = dead.list(topic.as_deref(), limit).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&list)?);
+                // serde leaves DEL and C1 controls raw; printable_json escapes them
+                // the JSON way, so the document still parses to the same value.
+                println!("{}", printable_json(&serde_json::to_string_pretty(&list)?));
             } else {
                 print_table(&list);
             }
@@ -76,7 +79,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         Action::Show { id, json } => {
             let m = dead.show(id).await?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&m)?);
+                println!("{}", printable_json(&serde_json::to_string_pretty(&m)?));
             } else {
                 print_message(&m)?;
             }
@@ -129,12 +132,12 @@ fn print_table(list: &[DeadMessage]) {
     );
     for m in list {
         let reason = m.dead_reason.as_deref().unwrap_or("").replace('\n', " ");
-        let reason: String = reason.chars().take(80).collect();
+        let reason = printable(&reason.chars().take(80).collect::<String>());
         println!(
             "{:>10}  {:<24}  {:<24}  {:>8}  {:<20}  {reason}",
             m.id,
-            m.topic,
-            m.event_type,
+            printable(&m.topic),
+            printable(&m.event_type),
             m.attempts,
             m.dead_at
                 .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())
@@ -144,15 +147,15 @@ fn print_table(list: &[DeadMessage]) {
 }
 
 fn print_message(m: &DeadMessage) -> anyhow::Result<()> {
-    let opt = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let opt = |v: &Option<String>| v.as_deref().map_or_else(|| "-".into(), printable);
     println!("id: {}", m.id);
     println!("event_id: {}", m.event_id);
-    println!("event_type: {}", m.event_type);
+    println!("event_type: {}", printable(&m.event_type));
     println!("event_version: {}", m.event_version);
-    println!("aggregate_type: {}", m.aggregate_type);
-    println!("aggregate_id: {}", m.aggregate_id);
-    println!("topic: {}", m.topic);
-    println!("status: {}", m.status);
+    println!("aggregate_type: {}", printable(&m.aggregate_type));
+    println!("aggregate_id: {}", printable(&m.aggregate_id));
+    println!("topic: {}", printable(&m.topic));
+    println!("status: {}", printable(&m.status));
     println!("attempts: {}", m.attempts);
     println!("created_at: {}", m.created_at.to_rfc3339());
     println!("next_run_at: {}", m.next_run_at.to_rfc3339());
@@ -162,7 +165,13 @@ fn print_message(m: &DeadMessage) -> anyhow::Result<()> {
     );
     println!("dead_reason: {}", opt(&m.dead_reason));
     println!("last_error: {}", opt(&m.last_error));
-    println!("headers: {}", serde_json::to_string(&m.headers)?);
-    println!("payload: {}", serde_json::to_string_pretty(&m.payload)?);
+    println!(
+        "headers: {}",
+        printable_json(&serde_json::to_string(&m.headers)?)
+    );
+    println!(
+        "payload: {}",
+        printable_json(&serde_json::to_string_pretty(&m.payload)?)
+    );
     Ok(())
 }

@@ -1,5 +1,6 @@
 use anyhow::bail;
 use outbox::Schema;
+use outbox_cli::terminal::printable_json;
 use outbox_relay::store::TopicCounts;
 use outbox_relay::Store;
 use std::collections::BTreeMap;
@@ -62,7 +63,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
             "oldest_pending_age_seconds": oldest_secs,
             "topics": topics,
         });
-        println!("{v}");
+        println!("{}", printable_json(&v.to_string()));
     } else {
         for (status, n) in live(&totals) {
             println!("{status}={n}");
@@ -80,6 +81,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
                 .map(|s| format!("{s}={}", get(c, s)))
                 .chain(ARCHIVED.iter().map(|(_, k)| format!("{k}={}", get(c, k))))
                 .collect();
+            // Debug formatting escapes control characters, as printable does.
             println!("topic {t:?}: {}", cells.join(" "));
         }
     }

@@ -191,21 +191,10 @@ pub fn publisher(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
-/// Hides passwords in a URL (`user:***@`), in `password=` query
-/// parameters and in libpq `password=` pairs.
+/// Hides passwords in a URL (`user:***@`, `?password=***`) and in libpq
+/// `key=value` strings (see [`outbox_relay::redact::redact`]).
 pub fn redact(s: &str) -> String {
-    let s = outbox_relay::publishers::redact_url(s);
-    let mut out = String::with_capacity(s.len());
-    let mut rest = s.as_str();
-    while let Some(i) = rest.to_ascii_lowercase().find("password=") {
-        let (head, tail) = rest.split_at(i + "password=".len());
-        out.push_str(head);
-        let end = tail.find(['&', ' ', '#']).unwrap_or(tail.len());
-        out.push_str("***");
-        rest = &tail[end..];
-    }
-    out.push_str(rest);
-    out
+    outbox_relay::redact::redact(s)
 }
 
 #[cfg(test)]

@@ -210,24 +210,10 @@ impl Publisher for AnyPublisher {
     }
 }
 
-/// `url` with any password replaced by `***`, for logs and errors.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (authority, tail) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(u, _)| u);
-            if userinfo.contains(':') {
-                format!("{scheme}://{user}:***@{host}{tail}")
-            } else {
-                url.to_owned()
-            }
-        }
-        None => url.to_owned(),
-    }
-}
+/// `url` with any password replaced by `***`, for logs and errors: the
+/// one redaction function, [`crate::redact::redact`], under the name the
+/// publishers have always used.
+pub use crate::redact::redact as redact_url;
 
 #[cfg(test)]
 mod tests {

@@ -26,7 +26,9 @@ impl UrlOptions {
         schemes: &[&str],
         known: &[&str],
     ) -> Result<Self> {
-        let redacted = super::redact_url(url);
+        // Shown without its query: an option the parser does not know (a
+        // misspelt `pasword=`) is not recognisably a secret to redaction.
+        let redacted = crate::redact::redact_without_query(url);
         let mut base = url::Url::parse(url)
             .map_err(|e| bad(publisher, format!("{redacted:?} is not a valid URL ({e})")))?;
         if !schemes.contains(&base.scheme()) {
@@ -38,6 +40,9 @@ impl UrlOptions {
         if base.host_str().map_or(true, str::is_empty) {
             return Err(bad(publisher, format!("{redacted:?} names no host")));
         }
+        if base.port() == Some(0) {
+            return Err(bad(publisher, format!("{redacted:?} names port 0")));
+        }
         let mut values = BTreeMap::new();
         for (k, v) in base.query_pairs() {
             let dotted = known.contains(&"*.") && k.contains('.');
@@ -45,7 +50,7 @@ impl UrlOptions {
                 return Err(bad(
                     publisher,
                     format!(
-                        "unknown option {k:?} in {redacted:?}; known options: {}",
+                        "unknown option {k:?} for {redacted:?}; known options: {}",
                         known
                             .iter()
                             .map(|k| if *k == "*." {

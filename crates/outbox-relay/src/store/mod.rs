@@ -7,6 +7,7 @@ use crate::{Error, Message, Result};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use outbox::{sql::Queries, Schema};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -195,10 +196,14 @@ impl Store {
         let client = self.client().await?;
         let stmt = client.prepare_cached(&self.q.settle).await?;
         let failed_ids: Vec<i64> = p.failed.iter().map(|f| f.0).collect();
-        let failed_errors: Vec<&str> = p.failed.iter().map(|f| f.1.as_str()).collect();
+        // Bounded here, where every error reaches the table: a publisher
+        // may pass on whatever its destination answered.
+        let stored = crate::PublishError::stored;
+        let failed_errors: Vec<Cow<'_, str>> = p.failed.iter().map(|f| stored(&f.1)).collect();
         let failed_next: Vec<DateTime<Utc>> = p.failed.iter().map(|f| f.2).collect();
-        let (dead_ids, dead_reasons): (Vec<i64>, Vec<&str>) =
-            p.dead.iter().map(|(id, r)| (*id, r.as_str())).unzip();
+        let (dead_ids, dead_reasons): (Vec<i64>, Vec<Cow<'_, str>>) =
+            p.dead.iter().map(|(id, r)| (*id, stored(r))).unzip();
+        let release_reason = stored(&p.release_reason);
         let row = client
             .query_one(
                 &stmt,
@@ -212,7 +217,7 @@ impl Store {
                     &dead_ids,
                     &dead_reasons,
                     &p.released,
-                    &p.release_reason,
+                    &release_reason,
                 ],
             )
             .await?;

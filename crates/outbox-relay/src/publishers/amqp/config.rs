@@ -61,10 +61,22 @@ impl std::fmt::Debug for AmqpConfig {
     }
 }
 
+/// The query parameters lapin reads (amq-protocol-uri), passed through.
+const LAPIN_OPTIONS: [&str; 5] = [
+    "heartbeat",
+    "connection_timeout",
+    "frame_max",
+    "channel_max",
+    "auth_mechanism",
+];
+
 impl AmqpConfig {
     /// Parses and validates a publisher URL.
     pub fn from_url(raw: &str) -> Result<Self> {
-        let bad = |m: String| Error::Publisher(format!("amqp URL {:?}: {m}", redact_url(raw)));
+        // Shown without its query: a misspelt option may hold a secret that
+        // redaction cannot recognise by name.
+        let shown = crate::redact::redact_without_query(raw);
+        let bad = |m: String| Error::Publisher(format!("amqp URL {shown:?}: {m}"));
         let mut url = Url::parse(raw).map_err(|e| bad(e.to_string()))?;
         match url.scheme() {
             "amqp" => {}
@@ -73,6 +85,9 @@ impl AmqpConfig {
         }
         if url.host_str().map_or(true, str::is_empty) {
             return Err(bad("a host is required".into()));
+        }
+        if url.port() == Some(0) {
+            return Err(bad("port 0 is not a port to connect to".into()));
         }
         let mut cfg = Self {
             uri: String::new(),
@@ -113,7 +128,18 @@ impl AmqpConfig {
                     cfg.allow_reserved = parse_bool(&v)
                         .ok_or_else(|| bad(format!("{k} must be true or false, got {v:?}")))?
                 }
-                _ => passthrough.push((k.into_owned(), v.into_owned())),
+                k if LAPIN_OPTIONS.contains(&k) => passthrough.push((k.to_owned(), v.into_owned())),
+                // lapin ignores a query parameter it does not know: a typo
+                // would silently fall back to its default.
+                other => {
+                    return Err(bad(format!(
+                        "unknown option {other:?}; known options: exchange, declare, \
+                         confirm_timeout_ms, source, connection_name, max_message_size, \
+                         {}, {}",
+                        limits::ALLOW_RESERVED,
+                        LAPIN_OPTIONS.join(", ")
+                    )))
+                }
             }
         }
         // The default exchange ("") routes by queue name only: allowed, but
@@ -150,6 +176,11 @@ impl AmqpConfig {
             url.query_pairs_mut().clear().extend_pairs(passthrough);
         }
         cfg.uri = url.into();
+        // lapin's own parser, now rather than at the first connect, so a
+        // malformed value fails before anything is claimed.
+        cfg.uri
+            .parse::<lapin::uri::AMQPUri>()
+            .map_err(|e| bad(format!("not a valid AMQP URI: {e}")))?;
         Ok(cfg)
     }
 }

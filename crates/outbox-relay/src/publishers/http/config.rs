@@ -136,6 +136,21 @@ impl HttpConfig {
                 redact_url(url)
             )));
         }
+        // Checked whole now: reqwest refuses a URL without a host only when
+        // it builds each request, and that "builder error" is permanent, so
+        // the whole backlog would go dead.
+        let parsed = reqwest::Url::parse(url).map_err(|e| {
+            Error::Publisher(format!(
+                "webhook URL {:?} is not a valid URL ({e})",
+                redact_url(url)
+            ))
+        })?;
+        if parsed.host_str().map_or(true, str::is_empty) {
+            return Err(Error::Publisher(format!(
+                "webhook URL {:?} names no host",
+                redact_url(url)
+            )));
+        }
         let var = |k: &str| var(k).filter(|v| !v.trim().is_empty());
         let mut cfg = Self {
             url: url.to_owned(),
@@ -236,5 +251,15 @@ mod tests {
         assert!(bad(env::TIMEOUT, "soon").contains(env::TIMEOUT));
         assert!(bad(env::CONCURRENCY, "0").contains(env::CONCURRENCY));
         assert!(HttpConfig::new("ftp://h").is_err());
+        for url in [
+            "http://",
+            "https://",
+            "http://:80/",
+            "http://h:99999/",
+            "https://u:p@",
+        ] {
+            let e = HttpConfig::new(url).unwrap_err().to_string();
+            assert!(e.contains("webhook URL"), "{url}: {e}");
+        }
     }
 }

@@ -78,9 +78,8 @@ impl HttpPublisher {
             return Ok(());
         }
         let retry_after = retry_after(resp.headers(), SystemTime::now());
-        // A short excerpt helps whoever reads dead_reason; the receiver's
-        // full body may be large.
-        let text = resp.text().await.unwrap_or_default();
+        // A short excerpt helps whoever reads dead_reason.
+        let text = error_body(resp).await;
         let excerpt: String = text.chars().take(200).collect();
         let message = format!("webhook answered {status}: {}", excerpt.trim());
         if is_retryable(status) {
@@ -127,15 +126,49 @@ pub fn is_retryable(status: StatusCode) -> bool {
         || status.is_server_error()
 }
 
-/// `Retry-After` as delay-seconds or an HTTP date (a date in the past is
-/// no wait).
-pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    let v = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    if let Ok(secs) = v.parse::<u64>() {
-        return Some(Duration::from_secs(secs));
+/// The most of an error response's body read, in bytes.
+pub const MAX_ERROR_BODY: usize = 4 * 1024;
+
+/// The longest wait a receiver's `Retry-After` may ask for.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The start of an error response's body, at most [`MAX_ERROR_BODY`]
+/// bytes. Read chunk by chunk and then dropped, which closes the
+/// connection: a hostile receiver answering with an endless body costs
+/// a few KiB, not gigabytes (the client's total timeout bounds the time).
+async fn error_body(mut resp: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < MAX_ERROR_BODY {
+        match resp.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+            Ok(None) | Err(_) => break,
+        }
     }
-    let at = httpdate::parse_http_date(v).ok()?;
-    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+    body.truncate(MAX_ERROR_BODY);
+    drop(resp);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// `Retry-After` as delay-seconds or an HTTP date (a date in the past is
+/// no wait), at most [`MAX_RETRY_AFTER`]. Whatever the receiver sends
+/// (a number too large for any integer, a negative one, the year 9999,
+/// garbage) gives a bounded delay or `None`.
+pub fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+    parse_retry_after(headers.get(RETRY_AFTER)?.to_str().ok()?, now)
+}
+
+/// The value of a `Retry-After` header; see [`retry_after`].
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let v = value.trim();
+    let wait = if !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()) {
+        // Too many digits for a u64 is still "very long": the cap.
+        v.parse::<u64>()
+            .map_or(MAX_RETRY_AFTER, Duration::from_secs)
+    } else {
+        let at = httpdate::parse_http_date(v).ok()?;
+        at.duration_since(now).unwrap_or(Duration::ZERO)
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
 fn transport_error(e: reqwest::Error) -> PublishError {
@@ -172,6 +205,26 @@ mod tests {
         assert_eq!(retry_after(&h, now), Some(Duration::from_secs(90)));
         h.insert(RETRY_AFTER, HeaderValue::from_static("soon"));
         assert_eq!(retry_after(&h, now), None);
+    }
+
+    #[test]
+    fn retry_after_is_bounded_whatever_the_receiver_sends() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        for (value, want) in [
+            ("9000000000000", Some(MAX_RETRY_AFTER)),
+            ("99999999999999999999999999999", Some(MAX_RETRY_AFTER)),
+            ("86401", Some(MAX_RETRY_AFTER)),
+            ("0", Some(Duration::ZERO)),
+            ("-5", None),
+            ("+5", None),
+            ("", None),
+            ("1.5", None),
+            ("Fri, 31 Dec 9999 23:59:59 GMT", Some(MAX_RETRY_AFTER)),
+            ("Thu, 01 Jan 1970 00:00:00 GMT", Some(Duration::ZERO)),
+            ("Mon, 99 Foo 2024 99:99:99 GMT", None),
+        ] {
+            assert_eq!(parse_retry_after(value, now), want, "{value}");
+        }
     }
 
     #[test]

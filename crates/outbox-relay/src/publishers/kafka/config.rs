@@ -132,7 +132,7 @@ impl KafkaConfig {
                 ))
             })?,
         };
-        Ok(Self {
+        let cfg = Self {
             message_max_bytes,
             allow_reserved,
             bootstrap_servers: hosts.join(","),
@@ -144,7 +144,34 @@ impl KafkaConfig {
                 .unwrap_or(crate::envelope::DEFAULT_SOURCE)
                 .to_owned(),
             properties,
-        })
+        };
+        // librdkafka checks every property's name and value when they are
+        // set, without connecting: a misspelt property fails here, before
+        // the relay claims anything, not at the first publish.
+        cfg.client_config()
+            .create_native_config()
+            .map_err(|e| o.error(cfg.describe(&e)))?;
+        Ok(cfg)
+    }
+
+    /// `e` in words, without the values of the URL's properties: librdkafka
+    /// echoes the value it refused, and it may be a `sasl.password`.
+    pub(crate) fn describe(&self, e: &rdkafka::error::KafkaError) -> String {
+        let mut text = match e {
+            rdkafka::error::KafkaError::ClientConfig(_, desc, key, _) => {
+                format!("property {key:?}: {desc}")
+            }
+            other => other.to_string(),
+        };
+        // librdkafka quotes the value it echoes; any value is hidden, since
+        // a misspelt `sasl.pasword` is not recognisably a secret by name.
+        for (_, v) in &self.properties {
+            if !v.is_empty() {
+                text = text.replace(&format!("{v:?}"), &format!("{:?}", crate::redact::HIDDEN));
+                text = text.replace(v.as_str(), crate::redact::HIDDEN);
+            }
+        }
+        text
     }
 
     /// The librdkafka configuration of the producer.
@@ -173,7 +200,7 @@ mod tests {
     #[test]
     fn parses_brokers_and_guards_the_guarantees() {
         let c = KafkaConfig::from_url(
-            "kafka://k1:9092,k2:9093?message_timeout=5s&compression.type=zstd&sasl.password=pw",
+            "kafka://k1:9092,k2:9093?message_timeout=5s&compression.type=lz4&sasl.password=pw",
         )
         .unwrap();
         assert_eq!(c.bootstrap_servers, "k1:9092,k2:9093");
@@ -182,7 +209,7 @@ mod tests {
         let cc = c.client_config();
         assert_eq!(cc.get("enable.idempotence"), Some("true"));
         assert_eq!(cc.get("acks"), Some("all"));
-        assert_eq!(cc.get("compression.type"), Some("zstd"));
+        assert_eq!(cc.get("compression.type"), Some("lz4"));
         for (url, needle) in [
             ("kafka://k:9092?acks=1", "acks is set by the publisher"),
             (

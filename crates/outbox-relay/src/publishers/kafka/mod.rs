@@ -141,7 +141,7 @@ fn producer(config: &KafkaConfig) -> Result<FutureProducer> {
     config
         .client_config()
         .create()
-        .map_err(|e| Error::Publisher(format!("kafka publisher: {e}")))
+        .map_err(|e| Error::Publisher(format!("kafka publisher: {}", config.describe(&e))))
 }
 
 impl Publisher for KafkaPublisher {

@@ -7,7 +7,7 @@
 //! `message_size_limit`): a larger message is refused before sending, as
 //! the broker would drop the connection over it.
 
-use crate::publishers::{limits, redact_url};
+use crate::publishers::limits;
 use crate::{Error, Result};
 use std::time::Duration;
 use url::Url;
@@ -75,7 +75,10 @@ impl std::fmt::Debug for MqttConfig {
 impl MqttConfig {
     /// Parses and validates a publisher URL.
     pub fn from_url(raw: &str) -> Result<Self> {
-        let bad = |m: String| Error::Publisher(format!("mqtt URL {:?}: {m}", redact_url(raw)));
+        // Shown without its query: a misspelt option may hold a secret that
+        // redaction cannot recognise by name.
+        let shown = crate::redact::redact_without_query(raw);
+        let bad = |m: String| Error::Publisher(format!("mqtt URL {shown:?}: {m}"));
         let url = Url::parse(raw).map_err(|e| bad(e.to_string()))?;
         match url.scheme() {
             "mqtt" => {}
@@ -89,6 +92,9 @@ impl MqttConfig {
             .trim_start_matches('[')
             .trim_end_matches(']')
             .to_owned();
+        if url.port() == Some(0) {
+            return Err(bad("port 0 is not a port to connect to".into()));
+        }
         let credentials = match (url.username(), url.password()) {
             ("", None) => None,
             (u, p) => Some((decode(u), decode(p.unwrap_or("")))),

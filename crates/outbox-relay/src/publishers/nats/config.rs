@@ -56,6 +56,20 @@ impl NatsConfig {
         let (servers, query) = url.split_once('?').unwrap_or((url, ""));
         let first = servers.split(',').next().unwrap_or_default();
         let o = UrlOptions::parse("nats", &format!("{first}?{query}"), &["nats"], &known)?;
+        // The rest of the list through async-nats's own parser, now: a bad
+        // entry would otherwise surface only as a connection failure.
+        for server in servers.split(',').skip(1) {
+            let ok = server
+                .parse::<async_nats::ServerAddr>()
+                .is_ok_and(|a| !a.host().is_empty());
+            if !ok {
+                return Err(o.error(format!(
+                    "{:?} in the server list is not a host:port; list servers as \
+                     nats://host:port,host:port",
+                    crate::redact::redact(server)
+                )));
+            }
+        }
         if !matches!(o.base.path(), "" | "/") {
             return Err(o.error("the URL takes no path; the subject comes from the topic"));
         }
@@ -164,6 +178,9 @@ mod tests {
             ("nats://h?subject=x", "unknown option"),
             ("nats://h?allow_reserved=maybe", "must be true or false"),
             ("nats://h?subject_prefix=$JS.", "allow_reserved=true"),
+            ("nats://h:1,:2", "server list"),
+            ("nats://h:1,h2:x", "server list"),
+            ("nats://h:1,h2:99999", "server list"),
         ] {
             let e = NatsConfig::from_url(url).unwrap_err().to_string();
             assert!(e.contains(needle), "{url}: {e}");
