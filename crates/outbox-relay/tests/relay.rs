@@ -24,6 +24,15 @@ fn relay(t: &TestSchema, relay_id: &str, config: RelayConfig) -> Relay<PostgresP
     .unwrap()
 }
 
+/// The reaper counts an expired lease as a failed attempt: with no
+/// backoff, a reaped row is claimable again at once.
+fn no_backoff() -> RetryPolicy {
+    RetryPolicy {
+        schedule: vec![Duration::ZERO],
+        ..RetryPolicy::default()
+    }
+}
+
 async fn enqueue(t: &TestSchema, n: usize, topic: &str) -> Vec<i64> {
     let outbox = Outbox::with_schema(t.schema.clone());
     let client = t.pool.get().await.unwrap();
@@ -158,7 +167,9 @@ async fn reaper_leaves_live_claims_alone_and_recovers_expired_ones() {
     assert_eq!(t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'processing' AND locked_by = 'live'").await, 2);
     assert_eq!(
         t.count(
-            "SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND locked_by IS NULL"
+            "SELECT count(*) FROM {schema}.messages WHERE status = 'failed' AND locked_by IS NULL \
+               AND last_error LIKE 'lease expired (relay dead claimed it at %' \
+               AND next_run_at > now()"
         )
         .await,
         2
@@ -173,6 +184,7 @@ async fn a_relay_whose_lease_was_taken_over_cannot_settle() {
     enqueue(&t, 1, "t").await;
     let zero_lease = RelayConfig {
         lease: Duration::ZERO,
+        retry: no_backoff(),
         ..RelayConfig::default()
     };
     let slow = relay(&t, "slow", zero_lease.clone());
@@ -215,6 +227,7 @@ async fn crash_window_publishes_twice_and_the_inbox_processes_once() {
         "r",
         RelayConfig {
             lease: Duration::ZERO,
+            retry: no_backoff(),
             ..RelayConfig::default()
         },
     );

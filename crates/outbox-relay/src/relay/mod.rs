@@ -15,7 +15,7 @@ pub use cursor::{ClaimCursor, ClaimSnapshot};
 
 use crate::clock::{Clock, SystemClock};
 use crate::publisher::Publisher;
-use crate::store::{ClaimParams, Lease, SettleParams, Settled, Store};
+use crate::store::{ClaimParams, Lease, ReapParams, SettleParams, Settled, Store};
 use crate::{Message, Outcome, PublishError, Result};
 use breaker::Breaker;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -380,15 +380,28 @@ impl<P: Publisher> Relay<P> {
         Ok(stats)
     }
 
-    /// Recovers rows whose lease expired.
+    /// Recovers rows whose lease expired, counting the expiry as a failed
+    /// attempt (so a message that kills its relay backs off, then goes dead
+    /// at max attempts). Returns how many rows were recovered.
     pub async fn reap(&self) -> Result<usize> {
-        let ids = self.store.reap_expired_leases(self.config.lease).await?;
-        crate::metrics::lease_recovered(ids.len());
-        if let Some(&first) = ids.iter().min() {
-            // Recovered rows are claimable again, below the claim floor.
-            self.cursor().released(first, self.clock.now());
-        }
-        Ok(ids.len())
+        let policy = &self.config.retry;
+        let reaped = self
+            .store
+            .reap_expired_leases(&ReapParams {
+                lease: self.config.lease,
+                max_attempts: policy.max_attempts,
+                backoff: &policy.schedule,
+                jitter: policy.jitter,
+            })
+            .await?;
+        crate::metrics::lease_recovered(reaped.len());
+        let mut cursor = self.cursor();
+        // Recovered rows are claimable again, below the claim floor, once due.
+        reaped
+            .iter()
+            .filter(|r| !r.dead)
+            .for_each(|r| cursor.failed(r.id, r.next_run_at));
+        Ok(reaped.len())
     }
 
     /// Probes a destination the breaker holds open; closes it on success.

@@ -63,6 +63,30 @@ pub struct ClaimParams<'a> {
     pub from_id: i64,
 }
 
+/// Parameters of [`Store::reap_expired_leases`].
+#[derive(Debug, Clone)]
+pub struct ReapParams<'a> {
+    /// A claim older than this has expired.
+    pub lease: Duration,
+    /// A row at this many attempts goes `dead` instead of `failed`.
+    pub max_attempts: i32,
+    /// Delay after attempt 1, 2, ...; the last repeats. Must not be empty.
+    pub backoff: &'a [Duration],
+    /// Fraction of each delay randomised, in `[0, 1)`.
+    pub jitter: f64,
+}
+
+/// A row the reaper took back from an expired lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reaped {
+    /// Row id.
+    pub id: i64,
+    /// Whether it went `dead` (max attempts reached) rather than `failed`.
+    pub dead: bool,
+    /// When it is claimable again (meaningless for a dead row).
+    pub next_run_at: DateTime<Utc>,
+}
+
 /// A claimed batch: messages in id order and the lease they share.
 #[derive(Debug, Clone)]
 pub struct Claimed {
@@ -224,14 +248,26 @@ impl Store {
         }))
     }
 
-    /// Returns `processing` rows whose claim is older than `lease` to
-    /// `pending`; live claims are left alone. Returns the recovered ids.
-    pub async fn reap_expired_leases(&self, lease: Duration) -> Result<Vec<i64>> {
+    /// Settles `processing` rows whose claim is older than the lease as a
+    /// failed attempt: `failed` with the backoff for their attempts, or
+    /// `dead` once max attempts is reached. Live claims are left alone.
+    pub async fn reap_expired_leases(&self, p: &ReapParams<'_>) -> Result<Vec<Reaped>> {
         let client = self.client().await?;
+        let steps: Vec<f64> = p.backoff.iter().map(Duration::as_secs_f64).collect();
         let rows = client
-            .query(&self.q.reap_expired, &[&lease.as_secs_f64()])
+            .query(
+                &self.q.reap_expired,
+                &[&p.lease.as_secs_f64(), &p.max_attempts, &steps, &p.jitter],
+            )
             .await?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        Ok(rows
+            .iter()
+            .map(|r| Reaped {
+                id: r.get(0),
+                dead: r.get(1),
+                next_run_at: r.get(2),
+            })
+            .collect())
     }
 
     /// Message counts by status.

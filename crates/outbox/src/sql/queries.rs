@@ -41,8 +41,14 @@ pub struct Queries {
     /// Extend a batch's lease: `$1 int8[] ids, $2 relay id, $3 timestamptz
     /// old locked_at` → the new `locked_at` of each row still held.
     pub extend_lease: String,
-    /// Lease reaper: `$1 float8 lease seconds` → ids of `processing` rows whose
-    /// claim is older than the lease, now `pending` again.
+    /// Lease reaper: `$1 float8 lease seconds, $2 int4 max attempts,
+    /// $3 float8[] backoff steps in seconds (the last repeats), $4 float8
+    /// jitter fraction` → `(id, dead bool, next_run_at)` of each `processing`
+    /// row whose claim is older than the lease. The expiry counts as a failed
+    /// attempt: a row that makes its relay die would otherwise come back at
+    /// once, forever. Below max attempts the row goes `failed`, due after the
+    /// backoff for its attempts; at max attempts it goes `dead`. Both record
+    /// which relay's lease expired and when it was taken.
     pub reap_expired: String,
 
     /// `LISTEN` on the channel the insert trigger notifies.
@@ -161,11 +167,32 @@ impl Queries {
                   WHERE id = ANY($1::int8[]) AND status = 'processing' \
                     AND locked_by = $2 AND locked_at = $3 \
                  RETURNING locked_at"),
-            reap_expired: r("UPDATE {schema}.messages \
-                    SET status = 'pending', locked_by = NULL, locked_at = NULL \
-                  WHERE status = 'processing' \
-                    AND locked_at < now() - $1::float8 * interval '1 second' \
-                 RETURNING id"),
+            // SKIP LOCKED: a row locked right now is being settled by its
+            // holder, whose lease then still counts; the next pass sees it.
+            reap_expired: r("WITH expired AS ( \
+                   SELECT id, attempts >= $2 AS dead, \
+                          format('lease expired (relay %s claimed it at %s) after %s attempt%s', \
+                                 locked_by, \
+                                 to_char(locked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
+                                 attempts, CASE WHEN attempts = 1 THEN '' ELSE 's' END) AS reason, \
+                          ($3::float8[])[least(greatest(attempts, 1), cardinality($3::float8[]))] \
+                            * (1 + $4::float8 * (2 * random() - 1)) AS delay \
+                     FROM {schema}.messages \
+                    WHERE status = 'processing' \
+                      AND locked_at < now() - $1::float8 * interval '1 second' \
+                    FOR UPDATE SKIP LOCKED) \
+                 UPDATE {schema}.messages m \
+                    SET status = CASE WHEN e.dead THEN 'dead' ELSE 'failed' END, \
+                        locked_by = NULL, locked_at = NULL, \
+                        last_error = e.reason \
+                          || CASE WHEN e.dead THEN '; max attempts reached' ELSE '' END, \
+                        dead_reason = CASE WHEN e.dead \
+                          THEN e.reason || '; max attempts reached' END, \
+                        dead_at = CASE WHEN e.dead THEN now() END, \
+                        next_run_at = CASE WHEN e.dead THEN m.next_run_at \
+                          ELSE now() + make_interval(secs => e.delay) END \
+                   FROM expired e WHERE m.id = e.id \
+                 RETURNING m.id, e.dead, m.next_run_at"),
             listen: format!("LISTEN \"{}\"", schema.notify_channel()),
             is_migrated: format!(
                 "SELECT to_regclass('{}.messages') IS NOT NULL",
