@@ -6,7 +6,8 @@ use crate::relay::ClaimSnapshot;
 use crate::{Error, Message, Result};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
-use outbox::{sql::Queries, Schema};
+use outbox::sql::{Queries, SchemaVersion};
+use outbox::Schema;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -163,15 +164,36 @@ impl Store {
         &self.pool
     }
 
-    /// Fails with [`Error::NotMigrated`] if the outbox tables are missing.
+    /// Fails unless the schema is at exactly this build's newest migration:
+    /// [`Error::NotMigrated`] without outbox tables, [`Error::SchemaBehind`]
+    /// when a migration is missing, [`Error::SchemaAhead`] when a newer
+    /// build migrated it. Run it before touching the outbox tables.
     pub async fn check_migrated(&self) -> Result<()> {
+        let Some(recorded) = self.recorded_migrations().await? else {
+            return Err(Error::NotMigrated(self.schema.to_string()));
+        };
+        let schema = self.schema.to_string();
+        match SchemaVersion::of(&recorded) {
+            SchemaVersion::Current(_) => Ok(()),
+            SchemaVersion::Behind { at, needs } => Err(Error::SchemaBehind { schema, at, needs }),
+            SchemaVersion::Ahead { at, knows } => Err(Error::SchemaAhead { schema, at, knows }),
+        }
+    }
+
+    /// The migration versions recorded in the schema, or `None` if it has
+    /// no outbox tables.
+    pub async fn recorded_migrations(&self) -> Result<Option<Vec<i32>>> {
         let client = self.client().await?;
         let row = client.query_one(&self.q.is_migrated, &[]).await?;
-        if row.get::<_, bool>(0) {
-            Ok(())
-        } else {
-            Err(Error::NotMigrated(self.schema.to_string()))
+        let (tables, recorded): (bool, bool) = (row.get(0), row.get(1));
+        if !tables {
+            return Ok(None);
         }
+        if !recorded {
+            return Ok(Some(Vec::new()));
+        }
+        let rows = client.query(&self.q.recorded_migrations, &[]).await?;
+        Ok(Some(rows.iter().map(|r| r.get(0)).collect()))
     }
 
     /// Claims up to `limit` due messages in one statement.

@@ -53,8 +53,12 @@ pub struct Queries {
 
     /// `LISTEN` on the channel the insert trigger notifies.
     pub listen: String,
-    /// Whether the outbox tables exist: → `bool`.
+    /// Whether the outbox tables exist, and whether the migrations table
+    /// does: → `(bool, bool)`.
     pub is_migrated: String,
+    /// Versions recorded in `schema_migrations` (run only when it exists):
+    /// → `int4` per row.
+    pub recorded_migrations: String,
     /// Counts by status (hot table and sent table): → `(status, count)`.
     pub count_by_status: String,
     /// Age in seconds of the oldest claimable message, or no row.
@@ -195,9 +199,11 @@ impl Queries {
                  RETURNING m.id, e.dead, m.next_run_at"),
             listen: format!("LISTEN \"{}\"", schema.notify_channel()),
             is_migrated: format!(
-                "SELECT to_regclass('{}.messages') IS NOT NULL",
-                schema.quoted()
+                "SELECT to_regclass('{s}.messages') IS NOT NULL, \
+                        to_regclass('{s}.schema_migrations') IS NOT NULL",
+                s = schema.quoted()
             ),
+            recorded_migrations: r("SELECT version FROM {schema}.schema_migrations ORDER BY version"),
             count_by_status: r("SELECT status, count(*) FROM {schema}.messages GROUP BY status \
                  UNION ALL SELECT 'sent', count(*) FROM {schema}.messages_sent"),
             oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 \
