@@ -375,7 +375,9 @@ async fn claim_cost_does_not_grow_with_settled_rows_ahead() {
             .claim
             .replace("$1", "500")
             .replace("$2", "'probe'")
-            .replace("$3", &i64::MIN.to_string());
+            .replace("$3", &i64::MIN.to_string())
+            .replace("$4", &i64::MAX.to_string())
+            .replace("$5", &i64::MAX.to_string());
         let pool = t.pool.clone();
         async move {
             let mut client = pool.get().await.unwrap();
@@ -442,6 +444,8 @@ async fn claims_are_hot_updates() {
                 limit: 500,
                 relay_id: "hot",
                 from_id: i64::MIN,
+                max_batch_bytes: i64::MAX,
+                max_message_bytes: i64::MAX,
             })
             .await
             .unwrap()

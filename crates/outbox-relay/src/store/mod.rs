@@ -62,6 +62,12 @@ pub struct ClaimParams<'a> {
     /// Lowest id to read (see [`crate::relay::ClaimCursor`]);
     /// `i64::MIN` reads all.
     pub from_id: i64,
+    /// The batch stops growing once its payloads pass this many bytes; it
+    /// always holds at least one row.
+    pub max_batch_bytes: i64,
+    /// A payload larger than this is claimed but not loaded: it comes back
+    /// in [`Claimed::too_large`].
+    pub max_message_bytes: i64,
 }
 
 /// Parameters of [`Store::reap_expired_leases`].
@@ -97,6 +103,24 @@ pub struct Claimed {
     pub lease: Option<Lease>,
     /// The snapshot the claim ran under; `None` when nothing was claimed.
     pub snapshot: Option<ClaimSnapshot>,
+    /// Rows claimed without their payload, larger than the max message
+    /// size: `(id, payload bytes)`, held under the same lease.
+    pub too_large: Vec<(i64, i64)>,
+}
+
+impl Claimed {
+    /// The lowest and highest id claimed, payload loaded or not.
+    pub fn id_range(&self) -> Option<(i64, i64)> {
+        let ids = self
+            .messages
+            .iter()
+            .map(|m| m.id)
+            .chain(self.too_large.iter().map(|t| t.0));
+        ids.fold(None, |r, id| match r {
+            None => Some((id, id)),
+            Some((lo, hi)) => Some((lo.min(id), hi.max(id))),
+        })
+    }
 }
 
 /// Parameters of [`Store::settle_messages`].
@@ -201,7 +225,16 @@ impl Store {
         let client = self.client().await?;
         let stmt = client.prepare_cached(&self.q.claim).await?;
         let rows = client
-            .query(&stmt, &[&p.limit, &p.relay_id, &p.from_id])
+            .query(
+                &stmt,
+                &[
+                    &p.limit,
+                    &p.relay_id,
+                    &p.from_id,
+                    &p.max_batch_bytes,
+                    &p.max_message_bytes,
+                ],
+            )
             .await?;
         let lease = rows.first().map(|r| Lease {
             relay_id: p.relay_id.to_owned(),
@@ -211,13 +244,21 @@ impl Store {
             xmin: r.get(12),
             xmax: r.get(13),
         });
-        let mut messages: Vec<Message> = rows.iter().map(message_from_row).collect();
+        let (mut messages, mut too_large) = (Vec::with_capacity(rows.len()), Vec::new());
+        for r in &rows {
+            match message_from_row(r) {
+                Some(m) => messages.push(m),
+                None => too_large.push((r.get(0), r.get(14))),
+            }
+        }
         // UPDATE ... RETURNING does not keep the CTE's order.
         messages.sort_unstable_by_key(|m| m.id);
+        too_large.sort_unstable();
         Ok(Claimed {
             messages,
             lease,
             snapshot,
+            too_large,
         })
     }
 
@@ -314,9 +355,11 @@ impl Store {
     }
 }
 
-fn message_from_row(r: &Row) -> Message {
+/// The claimed message, or `None` if its payload was too large to load.
+fn message_from_row(r: &Row) -> Option<Message> {
+    let payload: Option<serde_json::Value> = r.get(7);
     let headers: serde_json::Value = r.get(8);
-    Message {
+    Some(Message {
         id: r.get(0),
         event_id: r.get(1),
         event_type: r.get(2),
@@ -324,11 +367,11 @@ fn message_from_row(r: &Row) -> Message {
         aggregate_type: r.get(4),
         aggregate_id: r.get(5),
         topic: r.get(6),
-        payload: r.get(7),
+        payload: payload?,
         headers: headers_from_json(headers),
         attempts: r.get(9),
         created_at: r.get(10),
-    }
+    })
 }
 
 /// Headers written by plain SQL may hold non-string values; carry those as

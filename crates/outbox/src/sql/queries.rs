@@ -4,9 +4,12 @@
 use super::{render, ArchiveQueries, DeadQueries, StatsQueries};
 use crate::Schema;
 
-/// Columns the relay reads for each claimed message, in this order.
+/// Columns the relay reads for each claimed message, in this order. The
+/// payload is NULL when it is larger than the claim's max message size:
+/// such a row is claimed (to be dead-lettered) but never loaded.
 const CLAIM_COLUMNS: &str = "m.id, m.event_id, m.event_type, m.event_version, m.aggregate_type, \
-     m.aggregate_id, m.topic, m.payload, m.headers, m.attempts, m.created_at, m.locked_at";
+     m.aggregate_id, m.topic, CASE WHEN b.size <= $5 THEN m.payload END, m.headers, m.attempts, \
+     m.created_at, m.locked_at";
 
 /// All statements for one schema.
 #[derive(Debug, Clone)]
@@ -22,11 +25,23 @@ pub struct Queries {
     pub inbox_record: String,
 
     /// Claim a batch: `$1 int8 limit, $2 relay id, $3 int8 lowest id to
-    /// read` → [`CLAIM_COLUMNS`], then the claim snapshot's xmin and xmax
-    /// (`int8`). Claimable means pending, or failed and due. `SKIP LOCKED`
-    /// lets many relays claim disjoint batches without waiting on each
-    /// other. The snapshot tells the relay when no transaction that was
-    /// running at the claim can still commit a row below what it claimed.
+    /// read, $4 int8 batch byte budget, $5 int8 max message bytes` →
+    /// [`CLAIM_COLUMNS`], then the claim snapshot's xmin and xmax (`int8`),
+    /// then the payload's size in bytes (`int8`). Claimable means pending,
+    /// or failed and due. `SKIP LOCKED` lets many relays claim disjoint
+    /// batches without waiting on each other. The snapshot tells the relay
+    /// when no transaction that was running at the claim can still commit a
+    /// row below what it claimed.
+    ///
+    /// The batch stops growing once its payloads pass the byte budget (the
+    /// first row is always taken), and a payload over the max message size
+    /// is not returned, so what one claim loads into the relay is bounded
+    /// whatever a producer wrote. The size is the payload's JSON text, what
+    /// the relay receives: `pg_column_size` would be cheaper but is the
+    /// stored size, which compression can make a hundred times smaller.
+    /// Window functions cannot share a SELECT with `FOR UPDATE`: rows are
+    /// locked in `c`, budgeted in `b`, and only the budgeted ones updated;
+    /// the rest are unlocked at commit, unchanged.
     pub claim: String,
     /// Settle a batch in one round trip. The lease is `(locked_by, locked_at)`:
     /// `$1 int8[] sent ids, $2 relay id, $3 timestamptz claimed locked_at,
@@ -113,19 +128,27 @@ impl Queries {
                  RETURNING id, event_id"),
             inbox_record: r("INSERT INTO {schema}.processed_events (event_id, topic) VALUES ($1, $2) \
                  ON CONFLICT (event_id) DO NOTHING"),
+            // An oversized payload counts 0 toward the budget: it is not loaded.
             claim: r(&format!(
                 "WITH c AS ( \
-                   SELECT id FROM {{schema}}.messages \
+                   SELECT id, octet_length(payload::text)::int8 AS size FROM {{schema}}.messages \
                     WHERE id >= $3 AND status IN ('pending', 'failed') AND next_run_at <= now() \
                       AND dead_at IS NULL \
                     ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), \
+                 w AS ( \
+                   SELECT id, size, row_number() OVER (ORDER BY id) AS n, \
+                          sum(CASE WHEN size <= $5::int8 THEN size ELSE 0 END) \
+                            OVER (ORDER BY id) AS running \
+                     FROM c), \
+                 b AS (SELECT id, size FROM w WHERE n = 1 OR running <= $4::int8), \
                  s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap) \
                  UPDATE {{schema}}.messages m \
                     SET status = 'processing', attempts = m.attempts + 1, \
                         locked_by = $2, locked_at = now() \
-                   FROM c, s WHERE m.id = c.id \
+                   FROM b, s WHERE m.id = b.id \
                  RETURNING {CLAIM_COLUMNS}, \
-                   pg_snapshot_xmin(s.snap)::text::int8, pg_snapshot_xmax(s.snap)::text::int8"
+                   pg_snapshot_xmin(s.snap)::text::int8, pg_snapshot_xmax(s.snap)::text::int8, \
+                   b.size"
             )),
             settle: r("WITH sent AS ( \
                    DELETE FROM {schema}.messages \
