@@ -49,8 +49,9 @@ pub struct RelayFlags {
     /// Fraction of each retry delay randomised, [0, 1) [env: OUTBOX_JITTER] [default: 0.1].
     #[arg(long)]
     jitter: Option<String>,
-    /// A claim older than this is presumed dead and its rows go back to
-    /// pending [env: OUTBOX_LEASE] [default: 5m].
+    /// A claim older than this is presumed dead: its rows count a failed
+    /// attempt and are retried after the backoff, or go dead at max
+    /// attempts [env: OUTBOX_LEASE] [default: 5m].
     #[arg(long)]
     lease: Option<String>,
     /// Identifies this relay in `locked_by` [env: OUTBOX_RELAY_ID] [default: host-pid-random].
