@@ -13,6 +13,30 @@ pub enum Error {
     /// The outbox tables are missing in the schema.
     #[error("schema {0} has no outbox tables; run `outbox migrate` (or outbox::migrate) first")]
     NotMigrated(String),
+    /// The schema lacks migrations this build needs: an older schema would
+    /// make every message fail (missing columns, tables, triggers).
+    #[error("schema {schema} at migration {at}, this binary needs {needs}: run `outbox migrate`")]
+    SchemaBehind {
+        /// The schema.
+        schema: String,
+        /// Last migration recorded without a gap before it.
+        at: i32,
+        /// The newest migration this build ships.
+        needs: i32,
+    },
+    /// The schema was migrated by a newer build, whose meaning of its rows
+    /// this build may get wrong.
+    #[error(
+        "schema {schema} at migration {at} is newer than this binary ({knows}): upgrade outbox"
+    )]
+    SchemaAhead {
+        /// The schema.
+        schema: String,
+        /// The newest migration recorded.
+        at: i32,
+        /// The newest migration this build ships.
+        knows: i32,
+    },
     /// A configuration value is out of range or malformed.
     #[error("invalid configuration: {0}")]
     Config(String),

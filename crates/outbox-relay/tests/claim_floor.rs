@@ -4,17 +4,26 @@
 
 use outbox::sql::Queries;
 use outbox_relay::publishers::postgres::PostgresPublisher;
-use outbox_relay::{Relay, RelayConfig, Store};
+use outbox_relay::{Relay, RelayConfig, RetryPolicy, Store};
 use outbox_testkit::TestSchema;
 use std::sync::Arc;
 use std::time::Duration;
 
 fn relay(t: &TestSchema, sweep_interval: Duration) -> Relay<PostgresPublisher> {
+    relay_with(
+        t,
+        RelayConfig {
+            sweep_interval,
+            ..RelayConfig::default()
+        },
+    )
+}
+
+fn relay_with(t: &TestSchema, config: RelayConfig) -> Relay<PostgresPublisher> {
     let config = RelayConfig {
         relay_id: "floor".into(),
         batch_size: 10,
-        sweep_interval,
-        ..RelayConfig::default()
+        ..config
     };
     let publisher = PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "r");
     Relay::new(
@@ -106,11 +115,22 @@ async fn a_row_put_back_below_the_floor_is_found_by_the_sweep() {
     );
 }
 
-/// Rows the reaper recovers are claimable at once, not at the next sweep.
+/// Rows the reaper recovers are claimable once their backoff is over (here
+/// none), not at the next sweep.
 #[tokio::test]
 async fn rows_the_reaper_recovers_are_claimed_without_waiting_for_a_sweep() {
     let t = TestSchema::new("floor_reaped").await;
-    let r = relay(&t, Duration::from_secs(3600));
+    let r = relay_with(
+        &t,
+        RelayConfig {
+            sweep_interval: Duration::from_secs(3600),
+            retry: RetryPolicy {
+                schedule: vec![Duration::ZERO],
+                ..RetryPolicy::default()
+            },
+            ..RelayConfig::default()
+        },
+    );
     commit_rows(&t, "t", 10).await;
     // Claimed by a relay that died: its lease is long expired.
     t.exec(

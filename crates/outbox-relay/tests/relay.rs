@@ -24,6 +24,15 @@ fn relay(t: &TestSchema, relay_id: &str, config: RelayConfig) -> Relay<PostgresP
     .unwrap()
 }
 
+/// The reaper counts an expired lease as a failed attempt: with no
+/// backoff, a reaped row is claimable again at once.
+fn no_backoff() -> RetryPolicy {
+    RetryPolicy {
+        schedule: vec![Duration::ZERO],
+        ..RetryPolicy::default()
+    }
+}
+
 async fn enqueue(t: &TestSchema, n: usize, topic: &str) -> Vec<i64> {
     let outbox = Outbox::with_schema(t.schema.clone());
     let client = t.pool.get().await.unwrap();
@@ -158,7 +167,9 @@ async fn reaper_leaves_live_claims_alone_and_recovers_expired_ones() {
     assert_eq!(t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'processing' AND locked_by = 'live'").await, 2);
     assert_eq!(
         t.count(
-            "SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND locked_by IS NULL"
+            "SELECT count(*) FROM {schema}.messages WHERE status = 'failed' AND locked_by IS NULL \
+               AND last_error LIKE 'lease expired (relay dead claimed it at %' \
+               AND next_run_at > now()"
         )
         .await,
         2
@@ -171,7 +182,14 @@ async fn reaper_leaves_live_claims_alone_and_recovers_expired_ones() {
 async fn a_relay_whose_lease_was_taken_over_cannot_settle() {
     let t = TestSchema::new("relay_takeover").await;
     enqueue(&t, 1, "t").await;
-    let slow = relay(&t, "slow", RelayConfig::default());
+    let slow = relay(
+        &t,
+        "slow",
+        RelayConfig {
+            retry: no_backoff(),
+            ..RelayConfig::default()
+        },
+    );
     let slow_batch = slow.claim_and_publish().await.unwrap();
     // The lease expires (as if it had been waited out); the row is
     // recovered and claimed again. The same relay id is used on purpose:
@@ -207,7 +225,14 @@ async fn a_relay_whose_lease_was_taken_over_cannot_settle() {
 async fn crash_window_publishes_twice_and_the_inbox_processes_once() {
     let t = TestSchema::new("relay_crash").await;
     let ids = enqueue(&t, 1, "orders").await;
-    let r = relay(&t, "r", RelayConfig::default());
+    let r = relay(
+        &t,
+        "r",
+        RelayConfig {
+            retry: no_backoff(),
+            ..RelayConfig::default()
+        },
+    );
     let first = r.claim_and_publish().await.unwrap();
     assert_eq!(first.published(), 1);
     drop(first); // crash between publish and mark
@@ -353,7 +378,9 @@ async fn claim_cost_does_not_grow_with_settled_rows_ahead() {
             .claim
             .replace("$1", "500")
             .replace("$2", "'probe'")
-            .replace("$3", &i64::MIN.to_string());
+            .replace("$3", &i64::MIN.to_string())
+            .replace("$4", &i64::MAX.to_string())
+            .replace("$5", &i64::MAX.to_string());
         let pool = t.pool.clone();
         async move {
             let mut client = pool.get().await.unwrap();
@@ -420,6 +447,8 @@ async fn claims_are_hot_updates() {
                 limit: 500,
                 relay_id: "hot",
                 from_id: i64::MIN,
+                max_batch_bytes: i64::MAX,
+                max_message_bytes: i64::MAX,
             })
             .await
             .unwrap()

@@ -4,7 +4,7 @@ use anyhow::{bail, Context};
 use deadpool_postgres::Pool;
 use outbox::{sql::Queries, Delivery, Inbox, NewMessage, Outbox, Schema};
 use outbox_relay::publishers::postgres::PostgresPublisher;
-use outbox_relay::{Relay, RelayConfig, Store};
+use outbox_relay::{Relay, RelayConfig, RetryPolicy, Store};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -108,8 +108,15 @@ impl Demo {
         }
         let (_, message_id) = self.insert_order().await?;
         println!("message_id={message_id}");
+        // Zero backoff: the expired lease counts as a failed attempt, and the
+        // seed's second relay retries it at once rather than after the first
+        // step.
         let relay = self.relay_with(RelayConfig {
             batch_size: 1,
+            retry: RetryPolicy {
+                schedule: vec![Duration::ZERO],
+                ..RetryPolicy::default()
+            },
             ..RelayConfig::default()
         })?;
         let first = relay.claim_and_publish().await?;

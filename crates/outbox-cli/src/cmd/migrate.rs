@@ -1,4 +1,6 @@
+use outbox::sql::{latest_version, MIGRATIONS};
 use outbox::Schema;
+use outbox_relay::Store;
 
 /// `outbox migrate`.
 #[derive(Debug, clap::Args)]
@@ -14,8 +16,70 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         return Ok(());
     }
     let pool = crate::db::connect(&crate::db::require_url(url)?, 1).await?;
-    let client = pool.get().await?;
-    outbox::migrate(&**client, &schema).await?;
-    println!("schema {schema} is up to date");
+    let store = Store::new(pool.clone(), schema.clone());
+    // What the script did is read off the records, before and after: it
+    // runs as one statement and reports nothing itself.
+    let before = store.recorded_migrations().await?.unwrap_or_default();
+    {
+        let client = pool.get().await?;
+        outbox::migrate(&**client, &schema).await?;
+    }
+    let after = store.recorded_migrations().await?.unwrap_or_default();
+    println!("schema {schema}: {}", describe(&before, &after));
     Ok(())
+}
+
+/// `applied 0003_notify, 0004_sink_headers`, or `up to date (migration 5)`
+/// when nothing was recorded. A migration recorded below one that already
+/// was had lost its record (or never ran): it is named as re-applied.
+fn describe(before: &[i32], after: &[i32]) -> String {
+    let newest_before = before.iter().copied().max().unwrap_or(0);
+    let (mut applied, mut reapplied) = (Vec::new(), Vec::new());
+    for m in MIGRATIONS {
+        if after.contains(&m.version) && !before.contains(&m.version) {
+            if m.version < newest_before {
+                reapplied.push(m.label());
+            } else {
+                applied.push(m.label());
+            }
+        }
+    }
+    let mut parts = Vec::new();
+    if !reapplied.is_empty() {
+        parts.push(format!(
+            "re-applied {} (not recorded)",
+            reapplied.join(", ")
+        ));
+    }
+    if !applied.is_empty() {
+        parts.push(format!("applied {}", applied.join(", ")));
+    }
+    if parts.is_empty() {
+        format!("up to date (migration {})", latest_version())
+    } else {
+        parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_what_was_recorded() {
+        let all: Vec<i32> = MIGRATIONS.iter().map(|m| m.version).collect();
+        let latest = latest_version();
+        assert_eq!(
+            describe(&all, &all),
+            format!("up to date (migration {latest})")
+        );
+        assert_eq!(
+            describe(&[1, 2], &[1, 2, 3, 4]),
+            "applied 0003_notify, 0004_sink_headers"
+        );
+        assert_eq!(
+            describe(&[1, 3, 4], &[1, 2, 3, 4, 5]),
+            "re-applied 0002_archive_dead_replays (not recorded); applied 0005_hot_claims"
+        );
+    }
 }

@@ -32,6 +32,14 @@ pub struct RelayFlags {
     /// Messages claimed per batch, 1..=10000 [env: OUTBOX_BATCH_SIZE] [default: 500].
     #[arg(long)]
     batch_size: Option<String>,
+    /// A claim stops adding messages once their payloads pass this size
+    /// (it always takes one), e.g. 16MiB [env: OUTBOX_MAX_BATCH_BYTES] [default: 16MiB].
+    #[arg(long)]
+    max_batch_bytes: Option<String>,
+    /// A payload larger than this is never loaded: the message goes dead
+    /// naming the limit [env: OUTBOX_MAX_MESSAGE_BYTES] [default: 2MiB].
+    #[arg(long)]
+    max_message_bytes: Option<String>,
     /// Attempts before a message goes dead [env: OUTBOX_MAX_ATTEMPTS] [default: 10].
     #[arg(long)]
     max_attempts: Option<String>,
@@ -41,8 +49,9 @@ pub struct RelayFlags {
     /// Fraction of each retry delay randomised, [0, 1) [env: OUTBOX_JITTER] [default: 0.1].
     #[arg(long)]
     jitter: Option<String>,
-    /// A claim older than this is presumed dead and its rows go back to
-    /// pending [env: OUTBOX_LEASE] [default: 5m].
+    /// A claim older than this is presumed dead: its rows count a failed
+    /// attempt and are retried after the backoff, or go dead at max
+    /// attempts [env: OUTBOX_LEASE] [default: 5m].
     #[arg(long)]
     lease: Option<String>,
     /// How long one batch may take to publish before all of it fails
@@ -90,6 +99,8 @@ impl RelayFlags {
         [
             ("publisher", &self.publisher),
             ("batch_size", &self.batch_size),
+            ("max_batch_bytes", &self.max_batch_bytes),
+            ("max_message_bytes", &self.max_message_bytes),
             ("max_attempts", &self.max_attempts),
             ("backoff", &self.backoff),
             ("jitter", &self.jitter),

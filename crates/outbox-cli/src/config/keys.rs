@@ -60,6 +60,18 @@ pub const KEYS: &[Key] = &[
         Some("500"),
     ),
     key(
+        "max_batch_bytes",
+        "OUTBOX_MAX_BATCH_BYTES",
+        "--max-batch-bytes",
+        Some("16MiB"),
+    ),
+    key(
+        "max_message_bytes",
+        "OUTBOX_MAX_MESSAGE_BYTES",
+        "--max-message-bytes",
+        Some("2MiB"),
+    ),
+    key(
         "max_attempts",
         "OUTBOX_MAX_ATTEMPTS",
         "--max-attempts",

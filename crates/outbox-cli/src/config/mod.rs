@@ -90,6 +90,10 @@ pub struct Settings {
     pub publisher: String,
     /// Messages claimed per batch.
     pub batch_size: usize,
+    /// Payload bytes past which a claim stops adding rows.
+    pub max_batch_bytes: usize,
+    /// Larger payloads are never loaded; the message goes dead.
+    pub max_message_bytes: usize,
     /// Attempts before a message goes dead.
     pub max_attempts: i32,
     /// Retry delays after attempt 1, 2, …; the last repeats.
@@ -298,6 +302,8 @@ impl Settings {
             ),
             publisher: field!("publisher", parse::publisher, "postgres".to_owned()),
             batch_size: field!("batch_size", |s| parse::number(s, 1, 10_000), d.batch_size),
+            max_batch_bytes: field!("max_batch_bytes", parse::bytes, d.max_batch_bytes),
+            max_message_bytes: field!("max_message_bytes", parse::bytes, d.max_message_bytes),
             max_attempts: field!(
                 "max_attempts",
                 |s| parse::number(s, 1, 1_000_000),
@@ -375,6 +381,8 @@ impl Settings {
             concurrency: self.concurrency,
             rate_limit: self.rate_limit,
             archive_after: self.archive_after,
+            max_batch_bytes: self.max_batch_bytes,
+            max_message_bytes: self.max_message_bytes,
             ..RelayConfig::default()
         }
     }
@@ -404,6 +412,8 @@ impl Settings {
                     let numeric = matches!(
                         k.name,
                         "batch_size"
+                            | "max_batch_bytes"
+                            | "max_message_bytes"
                             | "max_attempts"
                             | "concurrency"
                             | "jitter"

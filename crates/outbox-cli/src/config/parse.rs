@@ -21,6 +21,29 @@ where
     Ok(n)
 }
 
+/// A positive size in bytes: `1048576`, `512KiB`, `16MiB`, `1GiB` (binary
+/// units, as the defaults are written; the suffix is case-insensitive).
+pub fn bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    let (digits, unit) = [
+        ("kib", 1usize << 10),
+        ("mib", 1 << 20),
+        ("gib", 1 << 30),
+        ("b", 1),
+    ]
+    .iter()
+    .find_map(|(suffix, unit)| lower.strip_suffix(suffix).map(|d| (d.trim(), *unit)))
+    .unwrap_or((lower.as_str(), 1));
+    let expected = || "expected a size in bytes, e.g. 1048576, 512KiB, 16MiB".to_owned();
+    let n: usize = digits.parse().map_err(|_| expected())?;
+    match n.checked_mul(unit) {
+        Some(0) => Err("must be positive".to_owned()),
+        Some(b) if b <= i64::MAX as usize => Ok(b),
+        _ => Err("too large".to_owned()),
+    }
+}
+
 /// Parses `5m`, `30s`, `1h30m`, `250ms`; a bare `0` means zero. The
 /// duration flags (`--older-than`, ...) take this directly.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

@@ -283,3 +283,22 @@ fn durations_past_a_century_are_refused_before_the_relay_overflows() {
     assert!(e.contains("backoff") && e.contains("lease"), "{e}");
     assert!(e.contains("at most 100 years"), "{e}");
 }
+
+#[test]
+fn byte_sizes_take_binary_units_and_reach_the_relay() {
+    let env = env_of(&[
+        ("OUTBOX_MAX_BATCH_BYTES", "4MiB"),
+        ("OUTBOX_MAX_MESSAGE_BYTES", "1000"),
+    ]);
+    let c = load(None, &[], env).unwrap().relay_config();
+    assert_eq!((c.max_batch_bytes, c.max_message_bytes), (4 << 20, 1000));
+    let d = load(None, &[], env_of(&[])).unwrap().relay_config();
+    let r = RelayConfig::default();
+    assert_eq!(
+        (d.max_batch_bytes, d.max_message_bytes),
+        (r.max_batch_bytes, r.max_message_bytes)
+    );
+    assert_eq!(parse::bytes("512 KiB"), Ok(512 << 10));
+    assert!(parse::bytes("0").is_err());
+    assert!(parse::bytes("lots").is_err());
+}

@@ -60,7 +60,22 @@ pub struct RelayConfig {
     /// without this relay knowing (another relay's failures, the reaper,
     /// replays). See [`crate::relay::ClaimCursor`].
     pub sweep_interval: Duration,
+    /// A claim stops adding rows once their payloads pass this many bytes
+    /// (it always takes one): bounds what one batch holds in memory.
+    pub max_batch_bytes: usize,
+    /// A payload larger than this (its JSON text as PostgreSQL renders it)
+    /// is never loaded: the message goes dead naming the limit.
+    pub max_message_bytes: usize,
 }
+
+/// Default [`RelayConfig::max_message_bytes`]: twice the library's enqueue
+/// limit ([`outbox::DEFAULT_MAX_PAYLOAD_BYTES`], 1 MiB of compact JSON).
+/// PostgreSQL renders jsonb with a space after every `:` and `,`, up to
+/// 1.5 times longer, so nothing the library accepted by default goes dead.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 2 * outbox::DEFAULT_MAX_PAYLOAD_BYTES;
+
+/// Default [`RelayConfig::max_batch_bytes`]: 16 MiB.
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 16 << 20;
 
 impl Default for RelayConfig {
     fn default() -> Self {
@@ -79,6 +94,8 @@ impl Default for RelayConfig {
             shutdown_grace: Duration::from_secs(10),
             breaker_max_backoff: Duration::from_secs(30),
             sweep_interval: Duration::from_secs(5),
+            max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
         }
     }
 }
@@ -128,6 +145,12 @@ impl RelayConfig {
         }
         if self.sweep_interval.is_zero() {
             return bad("sweep interval must be positive".into());
+        }
+        if self.max_batch_bytes == 0 || self.max_batch_bytes > i64::MAX as usize {
+            return bad("max batch bytes must be positive".into());
+        }
+        if self.max_message_bytes == 0 || self.max_message_bytes > i64::MAX as usize {
+            return bad("max message bytes must be positive".into());
         }
         self.retry.validate().map_err(Error::Config)
     }

@@ -14,13 +14,16 @@ mod run;
 #[cfg(test)]
 mod tests;
 
-pub use config::{default_relay_id, RelayConfig, MIN_LEASE, MIN_PUBLISH_TIMEOUT};
+pub use config::{
+    default_relay_id, RelayConfig, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, MIN_LEASE,
+    MIN_PUBLISH_TIMEOUT,
+};
 pub use cursor::{ClaimCursor, ClaimSnapshot};
 
 use crate::clock::{Clock, SystemClock};
 use crate::publisher::Publisher;
 use crate::retry::saturating_add_std;
-use crate::store::{ClaimParams, Lease, SettleParams, Settled, Store};
+use crate::store::{ClaimParams, Lease, ReapParams, SettleParams, Settled, Store};
 use crate::{Message, Outcome, PublishError, Result};
 use breaker::Breaker;
 use futures_util::FutureExt;
@@ -70,12 +73,15 @@ pub struct PublishedBatch {
     messages: Vec<Message>,
     /// `None` when publishing was abandoned (shutdown): release everything.
     outcomes: Option<Vec<Outcome>>,
+    /// Rows claimed with a payload over the max message size, already
+    /// settled dead (never published).
+    too_large: u64,
 }
 
 impl PublishedBatch {
     /// Rows claimed.
     pub fn claimed(&self) -> usize {
-        self.messages.len()
+        self.messages.len() + self.too_large as usize
     }
 
     /// Rows the publisher accepted.
@@ -201,22 +207,25 @@ impl<P: Publisher> Relay<P> {
                 limit: limit as i64,
                 relay_id: &self.config.relay_id,
                 from_id,
+                max_batch_bytes: self.config.max_batch_bytes as i64,
+                max_message_bytes: self.config.max_message_bytes as i64,
             })
             .await?;
-        if let (Some(first), Some(last), Some(snapshot)) = (
-            claimed.messages.first(),
-            claimed.messages.last(),
-            claimed.snapshot,
-        ) {
+        if let (Some(range), Some(snapshot)) = (claimed.id_range(), claimed.snapshot) {
             let now = self.clock.now();
             self.cursor()
-                .claimed(from_id, (first.id, last.id), snapshot, started, now);
+                .claimed(from_id, range, snapshot, started, now);
         }
+        let too_large = match &claimed.lease {
+            Some(lease) => self.dead_letter_too_large(lease, &claimed.too_large).await,
+            None => 0,
+        };
         let (Some(mut lease), false) = (claimed.lease, claimed.messages.is_empty()) else {
             return Ok(PublishedBatch {
                 lease: None,
                 messages: Vec::new(),
                 outcomes: Some(Vec::new()),
+                too_large,
             });
         };
         let messages = claimed.messages;
@@ -229,7 +238,40 @@ impl<P: Publisher> Relay<P> {
             lease: Some(lease),
             messages,
             outcomes,
+            too_large,
         })
+    }
+
+    /// Settles dead, before anything is published, the rows whose payload
+    /// the claim left in the database for being over the max message size:
+    /// no retry makes them smaller. Returns how many went dead; on a
+    /// database error they stay claimed, and the reaper takes them back.
+    async fn dead_letter_too_large(&self, lease: &Lease, rows: &[(i64, i64)]) -> u64 {
+        if rows.is_empty() {
+            return 0;
+        }
+        let limit = self.config.max_message_bytes;
+        let p = SettleParams {
+            dead: rows
+                .iter()
+                .map(|(id, size)| {
+                    let reason =
+                        format!("payload of {size} bytes exceeds the limit of {limit} bytes");
+                    (*id, reason)
+                })
+                .collect(),
+            ..SettleParams::default()
+        };
+        match self.store.settle_messages(lease, &p).await {
+            Ok(settled) => {
+                crate::metrics::settled(0, settled.dead, 0);
+                settled.dead
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "could not dead-letter oversized messages");
+                0
+            }
+        }
     }
 
     /// Publishes `messages`, extending their lease every half lease while
@@ -408,6 +450,8 @@ impl<P: Publisher> Relay<P> {
         let stats = PassStats {
             claimed: batch.claimed(),
             published: batch.published(),
+            failed: batch.too_large,
+            dead: batch.too_large,
             ..PassStats::default()
         };
         let Some(lease) = batch.lease else {
@@ -506,27 +550,41 @@ impl<P: Publisher> Relay<P> {
             );
         }
         stats.marked_sent = sent;
-        stats.failed = failed + dead;
-        stats.dead = dead;
+        stats.failed += failed + dead;
+        stats.dead += dead;
         stats.released = released;
         Ok(stats)
     }
 
-    /// Recovers rows whose lease expired.
+    /// Recovers rows whose lease expired, counting the expiry as a failed
+    /// attempt (so a message that kills its relay backs off, then goes dead
+    /// at max attempts). Returns how many rows were recovered.
     pub async fn reap(&self) -> Result<usize> {
         self.reap_older_than(self.config.lease).await
     }
 
     /// Recovers rows claimed longer than `age` ago, whatever the lease:
-    /// for an operator (or the demo) who knows the claimant is dead.
+    /// for an operator (or the demo) who knows the claimant is dead. The
+    /// expiry counts as a failed attempt, as in [`Self::reap`].
     pub async fn reap_older_than(&self, age: std::time::Duration) -> Result<usize> {
-        let ids = self.store.reap_expired_leases(age).await?;
-        crate::metrics::lease_recovered(ids.len());
-        if let Some(&first) = ids.iter().min() {
-            // Recovered rows are claimable again, below the claim floor.
-            self.cursor().released(first, self.clock.now());
-        }
-        Ok(ids.len())
+        let policy = &self.config.retry;
+        let reaped = self
+            .store
+            .reap_expired_leases(&ReapParams {
+                lease: age,
+                max_attempts: policy.max_attempts,
+                backoff: &policy.schedule,
+                jitter: policy.jitter,
+            })
+            .await?;
+        crate::metrics::lease_recovered(reaped.len());
+        let mut cursor = self.cursor();
+        // Recovered rows are claimable again, below the claim floor, once due.
+        reaped
+            .iter()
+            .filter(|r| !r.dead)
+            .for_each(|r| cursor.failed(r.id, r.next_run_at));
+        Ok(reaped.len())
     }
 
     /// Probes a destination the breaker holds open, closing it on success;

@@ -12,12 +12,16 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 impl<P: Publisher> Relay<P> {
-    /// Runs until `shutdown` is cancelled, then lets each batch in flight
+    /// Checks the schema version ([`crate::Store::check_migrated`]), then
+    /// runs until `shutdown` is cancelled, then lets each batch in flight
     /// finish publishing for up to `shutdown_grace` (releasing its claims if
     /// it does not) and settles it before returning. Database and publisher
     /// errors are logged and retried with backoff: the relay does not exit
     /// on a transient fault.
     pub async fn run(&self, shutdown: CancellationToken) -> Result<()> {
+        // Refuse a schema from another build before claiming anything: an
+        // older one fails every message, a newer one may mean other things.
+        self.store.check_migrated().await?;
         let wake = Notify::new();
         let listening = self.config.notify && self.listen.is_some();
         let listener = async {

@@ -6,7 +6,8 @@ use crate::relay::ClaimSnapshot;
 use crate::{Error, Message, Result};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
-use outbox::{sql::Queries, Schema};
+use outbox::sql::{Queries, SchemaVersion};
+use outbox::Schema;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -62,6 +63,36 @@ pub struct ClaimParams<'a> {
     /// Lowest id to read (see [`crate::relay::ClaimCursor`]);
     /// `i64::MIN` reads all.
     pub from_id: i64,
+    /// The batch stops growing once its payloads pass this many bytes; it
+    /// always holds at least one row.
+    pub max_batch_bytes: i64,
+    /// A payload larger than this is claimed but not loaded: it comes back
+    /// in [`Claimed::too_large`].
+    pub max_message_bytes: i64,
+}
+
+/// Parameters of [`Store::reap_expired_leases`].
+#[derive(Debug, Clone)]
+pub struct ReapParams<'a> {
+    /// A claim older than this has expired.
+    pub lease: Duration,
+    /// A row at this many attempts goes `dead` instead of `failed`.
+    pub max_attempts: i32,
+    /// Delay after attempt 1, 2, ...; the last repeats. Must not be empty.
+    pub backoff: &'a [Duration],
+    /// Fraction of each delay randomised, in `[0, 1)`.
+    pub jitter: f64,
+}
+
+/// A row the reaper took back from an expired lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reaped {
+    /// Row id.
+    pub id: i64,
+    /// Whether it went `dead` (max attempts reached) rather than `failed`.
+    pub dead: bool,
+    /// When it is claimable again (meaningless for a dead row).
+    pub next_run_at: DateTime<Utc>,
 }
 
 /// A claimed batch: messages in id order and the lease they share.
@@ -77,6 +108,25 @@ pub struct Claimed {
     /// (headers that break the envelope's rule); they are in `messages` too,
     /// with no headers, and must be dead-lettered rather than published.
     pub refused: Vec<(i64, String)>,
+    /// Rows claimed without their payload, larger than the max message
+    /// size: `(id, payload bytes)`, held under the same lease; not in
+    /// `messages`.
+    pub too_large: Vec<(i64, i64)>,
+}
+
+impl Claimed {
+    /// The lowest and highest id claimed, payload loaded or not.
+    pub fn id_range(&self) -> Option<(i64, i64)> {
+        let ids = self
+            .messages
+            .iter()
+            .map(|m| m.id)
+            .chain(self.too_large.iter().map(|t| t.0));
+        ids.fold(None, |r, id| match r {
+            None => Some((id, id)),
+            Some((lo, hi)) => Some((lo.min(id), hi.max(id))),
+        })
+    }
 }
 
 /// Parameters of [`Store::settle_messages`].
@@ -144,15 +194,36 @@ impl Store {
         &self.pool
     }
 
-    /// Fails with [`Error::NotMigrated`] if the outbox tables are missing.
+    /// Fails unless the schema is at exactly this build's newest migration:
+    /// [`Error::NotMigrated`] without outbox tables, [`Error::SchemaBehind`]
+    /// when a migration is missing, [`Error::SchemaAhead`] when a newer
+    /// build migrated it. Run it before touching the outbox tables.
     pub async fn check_migrated(&self) -> Result<()> {
+        let Some(recorded) = self.recorded_migrations().await? else {
+            return Err(Error::NotMigrated(self.schema.to_string()));
+        };
+        let schema = self.schema.to_string();
+        match SchemaVersion::of(&recorded) {
+            SchemaVersion::Current(_) => Ok(()),
+            SchemaVersion::Behind { at, needs } => Err(Error::SchemaBehind { schema, at, needs }),
+            SchemaVersion::Ahead { at, knows } => Err(Error::SchemaAhead { schema, at, knows }),
+        }
+    }
+
+    /// The migration versions recorded in the schema, or `None` if it has
+    /// no outbox tables.
+    pub async fn recorded_migrations(&self) -> Result<Option<Vec<i32>>> {
         let client = self.client().await?;
         let row = client.query_one(&self.q.is_migrated, &[]).await?;
-        if row.get::<_, bool>(0) {
-            Ok(())
-        } else {
-            Err(Error::NotMigrated(self.schema.to_string()))
+        let (tables, recorded): (bool, bool) = (row.get(0), row.get(1));
+        if !tables {
+            return Ok(None);
         }
+        if !recorded {
+            return Ok(Some(Vec::new()));
+        }
+        let rows = client.query(&self.q.recorded_migrations, &[]).await?;
+        Ok(Some(rows.iter().map(|r| r.get(0)).collect()))
     }
 
     /// Claims up to `limit` due messages in one statement.
@@ -160,7 +231,16 @@ impl Store {
         let client = self.client().await?;
         let stmt = client.prepare_cached(&self.q.claim).await?;
         let rows = client
-            .query(&stmt, &[&p.limit, &p.relay_id, &p.from_id])
+            .query(
+                &stmt,
+                &[
+                    &p.limit,
+                    &p.relay_id,
+                    &p.from_id,
+                    &p.max_batch_bytes,
+                    &p.max_message_bytes,
+                ],
+            )
             .await?;
         let lease = rows.first().map(|r| Lease {
             relay_id: p.relay_id.to_owned(),
@@ -170,24 +250,28 @@ impl Store {
             xmin: r.get(12),
             xmax: r.get(13),
         });
+        let (mut messages, mut too_large) = (Vec::with_capacity(rows.len()), Vec::new());
         let mut refused = Vec::new();
-        let mut messages: Vec<Message> = rows
-            .iter()
-            .map(|r| {
-                let (m, problem) = message_from_row(r);
-                if let Some(reason) = problem {
-                    refused.push((m.id, reason));
+        for r in &rows {
+            match message_from_row(r) {
+                Some((m, problem)) => {
+                    if let Some(reason) = problem {
+                        refused.push((m.id, reason));
+                    }
+                    messages.push(m);
                 }
-                m
-            })
-            .collect();
+                None => too_large.push((r.get(0), r.get(14))),
+            }
+        }
         // UPDATE ... RETURNING does not keep the CTE's order.
         messages.sort_unstable_by_key(|m| m.id);
+        too_large.sort_unstable();
         Ok(Claimed {
             messages,
             lease,
             snapshot,
             refused,
+            too_large,
         })
     }
 
@@ -244,14 +328,26 @@ impl Store {
         }))
     }
 
-    /// Returns `processing` rows whose claim is older than `lease` to
-    /// `pending`; live claims are left alone. Returns the recovered ids.
-    pub async fn reap_expired_leases(&self, lease: Duration) -> Result<Vec<i64>> {
+    /// Settles `processing` rows whose claim is older than the lease as a
+    /// failed attempt: `failed` with the backoff for their attempts, or
+    /// `dead` once max attempts is reached. Live claims are left alone.
+    pub async fn reap_expired_leases(&self, p: &ReapParams<'_>) -> Result<Vec<Reaped>> {
         let client = self.client().await?;
+        let steps: Vec<f64> = p.backoff.iter().map(Duration::as_secs_f64).collect();
         let rows = client
-            .query(&self.q.reap_expired, &[&lease.as_secs_f64()])
+            .query(
+                &self.q.reap_expired,
+                &[&p.lease.as_secs_f64(), &p.max_attempts, &steps, &p.jitter],
+            )
             .await?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
+        Ok(rows
+            .iter()
+            .map(|r| Reaped {
+                id: r.get(0),
+                dead: r.get(1),
+                next_run_at: r.get(2),
+            })
+            .collect())
     }
 
     /// Message counts by status.
@@ -276,8 +372,10 @@ impl Store {
     }
 }
 
-/// A claimed row, and why it cannot be published if it cannot.
-fn message_from_row(r: &Row) -> (Message, Option<String>) {
+/// A claimed row, and why it cannot be published if it cannot; `None` if
+/// its payload was too large to load.
+fn message_from_row(r: &Row) -> Option<(Message, Option<String>)> {
+    let payload: Option<serde_json::Value> = r.get(7);
     let (headers, problem) = match crate::message::decode_headers(r.get(8)) {
         Ok(h) => (h, None),
         Err(reason) => (BTreeMap::new(), Some(reason)),
@@ -290,12 +388,12 @@ fn message_from_row(r: &Row) -> (Message, Option<String>) {
         aggregate_type: r.get(4),
         aggregate_id: r.get(5),
         topic: r.get(6),
-        payload: r.get(7),
+        payload: payload?,
         headers,
         attempts: r.get(9),
         created_at: r.get(10),
     };
-    (m, problem)
+    Some((m, problem))
 }
 
 /// An age in seconds as the database computed it, never panicking: a

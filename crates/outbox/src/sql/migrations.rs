@@ -54,10 +54,70 @@ pub const MIGRATIONS: &[Migration] = &[
     },
 ];
 
+impl Migration {
+    /// `0003_notify`: how `outbox migrate` names it (its file name).
+    pub fn label(&self) -> String {
+        format!("{:04}_{}", self.version, self.name)
+    }
+}
+
+/// The newest migration this build ships: the version a schema must be at
+/// for this build to use it.
+pub fn latest_version() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// Where a schema stands against this build's migrations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SchemaVersion {
+    /// Every migration of this build is recorded, and none newer.
+    Current(i32),
+    /// A migration of this build is not recorded. `at` is the last of the
+    /// unbroken run recorded from the first (0 for none); `needs` is
+    /// [`latest_version`].
+    Behind {
+        /// Last migration recorded without a gap before it.
+        at: i32,
+        /// What this build needs.
+        needs: i32,
+    },
+    /// A migration newer than this build is recorded: the schema may hold
+    /// columns or meanings this build would get wrong.
+    Ahead {
+        /// The newest recorded migration.
+        at: i32,
+        /// The newest this build knows.
+        knows: i32,
+    },
+}
+
+impl SchemaVersion {
+    /// Compares the versions recorded in `schema_migrations` (any order)
+    /// with [`MIGRATIONS`].
+    pub fn of(recorded: &[i32]) -> Self {
+        let latest = latest_version();
+        let newest = recorded.iter().copied().max().unwrap_or(0);
+        if newest > latest {
+            return Self::Ahead {
+                at: newest,
+                knows: latest,
+            };
+        }
+        let mut at = 0;
+        for m in MIGRATIONS {
+            if !recorded.contains(&m.version) {
+                return Self::Behind { at, needs: latest };
+            }
+            at = m.version;
+        }
+        Self::Current(latest)
+    }
+}
+
 /// The SQL script that creates or upgrades `schema` to the latest version.
 /// Idempotent; refuses a schema migrated by a newer build.
 pub fn migrate_script(schema: &Schema) -> String {
-    let latest = MIGRATIONS.last().map_or(0, |m| m.version);
+    let latest = latest_version();
     let mut script = format!(
         "SELECT pg_advisory_xact_lock(hashtext('outbox.migrate'), hashtext('{name}'));\n\
          CREATE SCHEMA IF NOT EXISTS {{schema}};\n\
@@ -98,6 +158,52 @@ mod tests {
         for w in MIGRATIONS.windows(2) {
             assert!(w[0].version < w[1].version);
         }
+    }
+
+    #[test]
+    fn schema_version_compares_with_the_embedded_list() {
+        let all: Vec<i32> = MIGRATIONS.iter().map(|m| m.version).collect();
+        let latest = latest_version();
+        assert_eq!(latest, *all.last().unwrap());
+        assert_eq!(SchemaVersion::of(&all), SchemaVersion::Current(latest));
+        let mut newest_missing = all.clone();
+        newest_missing.pop();
+        assert_eq!(
+            SchemaVersion::of(&newest_missing),
+            SchemaVersion::Behind {
+                at: all[all.len() - 2],
+                needs: latest
+            }
+        );
+        let gap: Vec<i32> = all.iter().copied().filter(|v| *v != 2).collect();
+        assert_eq!(
+            SchemaVersion::of(&gap),
+            SchemaVersion::Behind {
+                at: 1,
+                needs: latest
+            }
+        );
+        assert_eq!(
+            SchemaVersion::of(&[]),
+            SchemaVersion::Behind {
+                at: 0,
+                needs: latest
+            }
+        );
+        let mut newer = all.clone();
+        newer.push(latest + 1);
+        assert_eq!(
+            SchemaVersion::of(&newer),
+            SchemaVersion::Ahead {
+                at: latest + 1,
+                knows: latest
+            }
+        );
+    }
+
+    #[test]
+    fn labels_are_the_file_names() {
+        assert_eq!(MIGRATIONS[2].label(), "0003_notify");
     }
 
     #[test]

@@ -16,7 +16,7 @@ pub use archive::ArchiveQueries;
 pub use bench::BenchQueries;
 pub use dead::{DeadQueries, DEAD_COLUMNS};
 pub use grants::grants;
-pub use migrations::{migrate_script, Migration, MIGRATIONS};
+pub use migrations::{latest_version, migrate_script, Migration, SchemaVersion, MIGRATIONS};
 pub use queries::Queries;
 pub use stats::StatsQueries;
 

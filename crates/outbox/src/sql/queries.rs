@@ -4,9 +4,12 @@
 use super::{render, ArchiveQueries, DeadQueries, StatsQueries};
 use crate::Schema;
 
-/// Columns the relay reads for each claimed message, in this order.
+/// Columns the relay reads for each claimed message, in this order. The
+/// payload is NULL when it is larger than the claim's max message size:
+/// such a row is claimed (to be dead-lettered) but never loaded.
 const CLAIM_COLUMNS: &str = "m.id, m.event_id, m.event_type, m.event_version, m.aggregate_type, \
-     m.aggregate_id, m.topic, m.payload, m.headers, m.attempts, m.created_at, m.locked_at";
+     m.aggregate_id, m.topic, CASE WHEN b.size <= $5 THEN m.payload END, m.headers, m.attempts, \
+     m.created_at, m.locked_at";
 
 /// All statements for one schema.
 #[derive(Debug, Clone)]
@@ -22,11 +25,23 @@ pub struct Queries {
     pub inbox_record: String,
 
     /// Claim a batch: `$1 int8 limit, $2 relay id, $3 int8 lowest id to
-    /// read` → [`CLAIM_COLUMNS`], then the claim snapshot's xmin and xmax
-    /// (`int8`). Claimable means pending, or failed and due. `SKIP LOCKED`
-    /// lets many relays claim disjoint batches without waiting on each
-    /// other. The snapshot tells the relay when no transaction that was
-    /// running at the claim can still commit a row below what it claimed.
+    /// read, $4 int8 batch byte budget, $5 int8 max message bytes` →
+    /// [`CLAIM_COLUMNS`], then the claim snapshot's xmin and xmax (`int8`),
+    /// then the payload's size in bytes (`int8`). Claimable means pending,
+    /// or failed and due. `SKIP LOCKED` lets many relays claim disjoint
+    /// batches without waiting on each other. The snapshot tells the relay
+    /// when no transaction that was running at the claim can still commit a
+    /// row below what it claimed.
+    ///
+    /// The batch stops growing once its payloads pass the byte budget (the
+    /// first row is always taken), and a payload over the max message size
+    /// is not returned, so what one claim loads into the relay is bounded
+    /// whatever a producer wrote. The size is the payload's JSON text, what
+    /// the relay receives: `pg_column_size` would be cheaper but is the
+    /// stored size, which compression can make a hundred times smaller.
+    /// Window functions cannot share a SELECT with `FOR UPDATE`: rows are
+    /// locked in `c`, budgeted in `b`, and only the budgeted ones updated;
+    /// the rest are unlocked at commit, unchanged.
     pub claim: String,
     /// Settle a batch in one round trip. The lease is `(locked_by, locked_at)`:
     /// `$1 int8[] sent ids, $2 relay id, $3 timestamptz claimed locked_at,
@@ -41,14 +56,24 @@ pub struct Queries {
     /// Extend a batch's lease: `$1 int8[] ids, $2 relay id, $3 timestamptz
     /// old locked_at` → the new `locked_at` of each row still held.
     pub extend_lease: String,
-    /// Lease reaper: `$1 float8 lease seconds` → ids of `processing` rows whose
-    /// claim is older than the lease, now `pending` again.
+    /// Lease reaper: `$1 float8 lease seconds, $2 int4 max attempts,
+    /// $3 float8[] backoff steps in seconds (the last repeats), $4 float8
+    /// jitter fraction` → `(id, dead bool, next_run_at)` of each `processing`
+    /// row whose claim is older than the lease. The expiry counts as a failed
+    /// attempt: a row that makes its relay die would otherwise come back at
+    /// once, forever. Below max attempts the row goes `failed`, due after the
+    /// backoff for its attempts; at max attempts it goes `dead`. Both record
+    /// which relay's lease expired and when it was taken.
     pub reap_expired: String,
 
     /// `LISTEN` on the channel the insert trigger notifies.
     pub listen: String,
-    /// Whether the outbox tables exist: → `bool`.
+    /// Whether the outbox tables exist, and whether the migrations table
+    /// does: → `(bool, bool)`.
     pub is_migrated: String,
+    /// Versions recorded in `schema_migrations` (run only when it exists):
+    /// → `int4` per row.
+    pub recorded_migrations: String,
     /// Counts by status (hot table and sent table): → `(status, count)`.
     pub count_by_status: String,
     /// Age in seconds of the oldest claimable message, or no row.
@@ -103,19 +128,27 @@ impl Queries {
                  RETURNING id, event_id"),
             inbox_record: r("INSERT INTO {schema}.processed_events (event_id, topic) VALUES ($1, $2) \
                  ON CONFLICT (event_id) DO NOTHING"),
+            // An oversized payload counts 0 toward the budget: it is not loaded.
             claim: r(&format!(
                 "WITH c AS ( \
-                   SELECT id FROM {{schema}}.messages \
+                   SELECT id, octet_length(payload::text)::int8 AS size FROM {{schema}}.messages \
                     WHERE id >= $3 AND status IN ('pending', 'failed') AND next_run_at <= now() \
                       AND dead_at IS NULL \
                     ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), \
+                 w AS ( \
+                   SELECT id, size, row_number() OVER (ORDER BY id) AS n, \
+                          sum(CASE WHEN size <= $5::int8 THEN size ELSE 0 END) \
+                            OVER (ORDER BY id) AS running \
+                     FROM c), \
+                 b AS (SELECT id, size FROM w WHERE n = 1 OR running <= $4::int8), \
                  s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap) \
                  UPDATE {{schema}}.messages m \
                     SET status = 'processing', attempts = m.attempts + 1, \
                         locked_by = $2, locked_at = now() \
-                   FROM c, s WHERE m.id = c.id \
+                   FROM b, s WHERE m.id = b.id \
                  RETURNING {CLAIM_COLUMNS}, \
-                   pg_snapshot_xmin(s.snap)::text::int8, pg_snapshot_xmax(s.snap)::text::int8"
+                   pg_snapshot_xmin(s.snap)::text::int8, pg_snapshot_xmax(s.snap)::text::int8, \
+                   b.size"
             )),
             settle: r("WITH sent AS ( \
                    DELETE FROM {schema}.messages \
@@ -161,16 +194,39 @@ impl Queries {
                   WHERE id = ANY($1::int8[]) AND status = 'processing' \
                     AND locked_by = $2 AND locked_at = $3 \
                  RETURNING locked_at"),
-            reap_expired: r("UPDATE {schema}.messages \
-                    SET status = 'pending', locked_by = NULL, locked_at = NULL \
-                  WHERE status = 'processing' \
-                    AND locked_at < now() - $1::float8 * interval '1 second' \
-                 RETURNING id"),
+            // SKIP LOCKED: a row locked right now is being settled by its
+            // holder, whose lease then still counts; the next pass sees it.
+            reap_expired: r("WITH expired AS ( \
+                   SELECT id, attempts >= $2 AS dead, \
+                          format('lease expired (relay %s claimed it at %s) after %s attempt%s', \
+                                 locked_by, \
+                                 to_char(locked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
+                                 attempts, CASE WHEN attempts = 1 THEN '' ELSE 's' END) AS reason, \
+                          ($3::float8[])[least(greatest(attempts, 1), cardinality($3::float8[]))] \
+                            * (1 + $4::float8 * (2 * random() - 1)) AS delay \
+                     FROM {schema}.messages \
+                    WHERE status = 'processing' \
+                      AND locked_at < now() - $1::float8 * interval '1 second' \
+                    FOR UPDATE SKIP LOCKED) \
+                 UPDATE {schema}.messages m \
+                    SET status = CASE WHEN e.dead THEN 'dead' ELSE 'failed' END, \
+                        locked_by = NULL, locked_at = NULL, \
+                        last_error = e.reason \
+                          || CASE WHEN e.dead THEN '; max attempts reached' ELSE '' END, \
+                        dead_reason = CASE WHEN e.dead \
+                          THEN e.reason || '; max attempts reached' END, \
+                        dead_at = CASE WHEN e.dead THEN now() END, \
+                        next_run_at = CASE WHEN e.dead THEN m.next_run_at \
+                          ELSE now() + make_interval(secs => e.delay) END \
+                   FROM expired e WHERE m.id = e.id \
+                 RETURNING m.id, e.dead, m.next_run_at"),
             listen: format!("LISTEN \"{}\"", schema.notify_channel()),
             is_migrated: format!(
-                "SELECT to_regclass('{}.messages') IS NOT NULL",
-                schema.quoted()
+                "SELECT to_regclass('{s}.messages') IS NOT NULL, \
+                        to_regclass('{s}.schema_migrations') IS NOT NULL",
+                s = schema.quoted()
             ),
+            recorded_migrations: r("SELECT version FROM {schema}.schema_migrations ORDER BY version"),
             count_by_status: r("SELECT status, count(*) FROM {schema}.messages GROUP BY status \
                  UNION ALL SELECT 'sent', count(*) FROM {schema}.messages_sent"),
             oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 \
