@@ -31,7 +31,7 @@ END IF;
 -- the sweep and the validation, which then cannot fail.
 -- The rule lives in one function, so the CHECK, the sweep below and
 -- `dead replay` (which skips rows still breaking it) apply the same test.
-CREATE FUNCTION {schema}.headers_valid(headers jsonb) RETURNS boolean
+CREATE OR REPLACE FUNCTION {schema}.headers_valid(headers jsonb) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $headers$
     SELECT (jsonb_typeof(headers) = 'object'
            AND NOT headers ?| ARRAY['specversion', 'id', 'source', 'type', 'subject', 'time', 'datacontenttype', 'dataschema', 'data', 'data_base64', 'eventversion', 'aggregatetype', 'outboxid', 'topic', 'outboxheaders', 'event_id', 'message_id', 'event_type', 'event_version', 'aggregate_type', 'aggregate_id', 'created_at', 'headers', 'payload']
@@ -42,6 +42,9 @@ CREATE FUNCTION {schema}.headers_valid(headers jsonb) RETURNS boolean
                '{}', true))
 $headers$;
 
+-- Re-runnable (`outbox migrate` re-applies a migration whose record is
+-- missing): the function is replaced, the constraint dropped and re-added.
+ALTER TABLE {schema}.messages DROP CONSTRAINT IF EXISTS messages_headers_valid;
 ALTER TABLE {schema}.messages ADD CONSTRAINT messages_headers_valid CHECK (
     dead_at IS NOT NULL OR {schema}.headers_valid(headers)
 ) NOT VALID;
