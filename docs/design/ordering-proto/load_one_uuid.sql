@@ -1,0 +1,5 @@
+TRUNCATE outbox.messages, outbox.messages_sent;
+INSERT INTO outbox.messages (event_type, aggregate_type, aggregate_id, topic, payload)
+SELECT 'bench.event', 'order', md5('the-one')::uuid::text, 'bench', jsonb_build_object('i', g, 'pad', repeat('x', 100))
+  FROM generate_series(1, 40000) g;
+VACUUM ANALYZE outbox.messages; CHECKPOINT;
