@@ -1,8 +1,0 @@
-BEGIN; EXPLAIN (ANALYZE, BUFFERS, COSTS OFF)
-WITH c AS (SELECT id FROM outbox.messages WHERE id >= 0 AND status IN ('pending', 'failed') AND next_run_at <= now() AND dead_at IS NULL ORDER BY id LIMIT 500 FOR UPDATE SKIP LOCKED),
- s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap),
- claimed AS (UPDATE outbox.messages m SET status = 'processing', attempts = m.attempts + 1, locked_by = 'c' || 1, locked_at = now()
-  FROM c, s WHERE m.id = c.id
-  RETURNING m.id, m.event_id, m.event_type, m.event_version, m.aggregate_type, m.aggregate_id, m.topic, m.payload, m.headers, m.attempts, m.created_at, m.locked_at, pg_snapshot_xmin(s.snap)::text::int8 AS xmin, pg_snapshot_xmax(s.snap)::text::int8 AS xmax)
-SELECT coalesce(min(id), 0) AS floor, quote_literal(coalesce(array_agg(id)::text, '{}')) AS ids, count(*) AS got FROM claimed
-; ROLLBACK;
