@@ -117,6 +117,17 @@ impl UrlOptions {
             .transpose()
     }
 
+    /// The `allow_reserved` opt-in (default false), the same on every
+    /// publisher: may topics address the broker's control plane?
+    pub(crate) fn allow_reserved(&self) -> Result<bool> {
+        let key = super::limits::ALLOW_RESERVED;
+        match self.get(key) {
+            None => Ok(false),
+            Some(v) => super::limits::parse_bool(v)
+                .ok_or_else(|| self.error(format!("{key}={v:?} must be true or false"))),
+        }
+    }
+
     /// An error about this publisher's URL.
     pub(crate) fn error(&self, message: impl std::fmt::Display) -> Error {
         bad(self.publisher, message)

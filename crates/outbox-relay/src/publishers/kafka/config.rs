@@ -123,15 +123,7 @@ impl KafkaConfig {
         let message_max_bytes = o
             .parsed::<usize>("message.max.bytes", "a number of bytes")?
             .unwrap_or(DEFAULT_MESSAGE_MAX_BYTES);
-        let allow_reserved = match o.get(limits::ALLOW_RESERVED) {
-            None => false,
-            Some(v) => limits::parse_bool(v).ok_or_else(|| {
-                o.error(format!(
-                    "{}={v:?} must be true or false",
-                    limits::ALLOW_RESERVED
-                ))
-            })?,
-        };
+        let allow_reserved = o.allow_reserved()?;
         let cfg = Self {
             message_max_bytes,
             allow_reserved,

@@ -93,15 +93,7 @@ impl NatsConfig {
                 ));
             }
         }
-        let allow_reserved = match o.get(limits::ALLOW_RESERVED) {
-            None => false,
-            Some(v) => limits::parse_bool(v).ok_or_else(|| {
-                o.error(format!(
-                    "{}={v:?} must be true or false",
-                    limits::ALLOW_RESERVED
-                ))
-            })?,
-        };
+        let allow_reserved = o.allow_reserved()?;
         // Checked here, not only per message: a prefix of that form would
         // send every message to dead.
         if !allow_reserved && RESERVED.iter().any(|p| subject_prefix.starts_with(p)) {

@@ -78,15 +78,7 @@ impl RedisConfig {
         let max_message_size = o
             .parsed::<usize>("max_message_size", "a number of bytes")?
             .unwrap_or(PROTO_MAX_BULK_LEN);
-        let allow_reserved = match o.get(limits::ALLOW_RESERVED) {
-            None => false,
-            Some(v) => limits::parse_bool(v).ok_or_else(|| {
-                o.error(format!(
-                    "{}={v:?} must be true or false",
-                    limits::ALLOW_RESERVED
-                ))
-            })?,
-        };
+        let allow_reserved = o.allow_reserved()?;
         Ok(Self {
             max_message_size,
             allow_reserved,
