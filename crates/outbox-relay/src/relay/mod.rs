@@ -2,6 +2,7 @@
 //! settle it in one statement. No SQL here; see [`crate::store`].
 //!
 //! - `config.rs`: every knob, its default and its validation.
+//! - `publish.rs`: publishing a batch under its lease, within the deadline.
 //! - `run.rs`: the long-running loop — pipelines, wake-ups, reaper, breaker.
 //! - `breaker.rs`: the circuit breaker, half-open: one probe at a time.
 //! - `cursor.rs`: where claims start reading.
@@ -10,6 +11,7 @@
 mod breaker;
 mod config;
 mod cursor;
+mod publish;
 mod run;
 #[cfg(test)]
 mod tests;
@@ -24,7 +26,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::publisher::Publisher;
 use crate::retry::saturating_add_std;
 use crate::store::{ClaimParams, Lease, ReapParams, SettleParams, Settled, Store};
-use crate::{Message, Outcome, PublishError, Result};
+use crate::{Message, Outcome, Result};
 use breaker::Breaker;
 use futures_util::FutureExt;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -274,140 +276,6 @@ impl<P: Publisher> Relay<P> {
         }
     }
 
-    /// Publishes `messages`, extending their lease every half lease while
-    /// the publisher is still busy, so a slow destination does not let a
-    /// second relay take the rows over and publish them again. Returns
-    /// `None` if `abandon` fired first (the batch is then released).
-    ///
-    /// `lease` is always the lease the rows hold: an extension runs to its
-    /// end once started, since one cancelled after its UPDATE committed
-    /// would leave a `locked_at` this relay does not know, and neither the
-    /// settle nor the release at shutdown would match the rows any more
-    /// (they would sit in `processing` until the reaper).
-    async fn publish_keeping_lease(
-        &self,
-        messages: &[Message],
-        refused: &[(i64, String)],
-        lease: &mut Lease,
-        abandon: &CancellationToken,
-    ) -> Option<Vec<Outcome>> {
-        let publish = async {
-            if let Some(limiter) = &self.limiter {
-                if let Some(n) = NonZeroU32::new(messages.len() as u32) {
-                    // n never exceeds the burst: the claim was capped above.
-                    let _ = limiter.until_n_ready(n).await;
-                }
-            }
-            self.publish_all_but_refused(messages, refused).await
-        };
-        tokio::pin!(publish);
-        let ids: Vec<i64> = messages.iter().map(|m| m.id).collect();
-        // Validation keeps the lease at a second or more; the floor only
-        // keeps `interval` from panicking on an unvalidated config.
-        let half = (self.config.lease / 2).max(std::time::Duration::from_millis(1));
-        let first = tokio::time::Instant::now()
-            .checked_add(half)
-            .unwrap_or_else(tokio::time::Instant::now);
-        let mut tick = tokio::time::interval_at(first, half);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                o = &mut publish => return Some(o),
-                _ = abandon.cancelled() => return None,
-                // The extension runs in the branch's body, where nothing
-                // else is polled: shutdown cannot cancel it half-done.
-                _ = tick.tick() => self.extend_lease(lease, &ids).await,
-            }
-        }
-    }
-
-    async fn extend_lease(&self, lease: &mut Lease, ids: &[i64]) {
-        match self.store.extend_lease(lease, ids).await {
-            Ok(Some(extended)) => {
-                #[cfg(test)]
-                self.hooks.after_extend.pass().await;
-                *lease = extended;
-            }
-            Ok(None) => {
-                tracing::warn!(
-                    "lease lost while publishing; another relay may publish these rows too"
-                )
-            }
-            Err(e) => tracing::warn!(error = %e, "could not extend the lease"),
-        }
-    }
-
-    /// Publishes the messages the claim did not refuse; a refused row (one
-    /// that cannot be published as it is) fails alone, as if the
-    /// destination had refused it for good, and the rest go out.
-    async fn publish_all_but_refused(
-        &self,
-        messages: &[Message],
-        refused: &[(i64, String)],
-    ) -> Vec<Outcome> {
-        if refused.is_empty() {
-            return self.publish_within_deadline(messages).await;
-        }
-        let reason = |id: i64| refused.iter().find(|(r, _)| *r == id).map(|(_, s)| s);
-        let publishable: Vec<Message> = messages
-            .iter()
-            .filter(|m| reason(m.id).is_none())
-            .cloned()
-            .collect();
-        let mut published = if publishable.is_empty() {
-            Vec::new()
-        } else {
-            self.publish_within_deadline(&publishable).await
-        }
-        .into_iter();
-        messages
-            .iter()
-            .map(|m| match reason(m.id) {
-                Some(why) => Err(PublishError::permanent(why.clone())),
-                // publish_within_deadline returns one outcome per message.
-                None => published.next().unwrap_or_else(|| {
-                    Err(PublishError::retryable(
-                        "publisher returned too few outcomes",
-                    ))
-                }),
-            })
-            .collect()
-    }
-
-    /// The publisher's outcomes, or a retryable failure for every message
-    /// when it panics or misses the publish deadline: either way the batch
-    /// is retried later and the relay carries on.
-    async fn publish_within_deadline(&self, messages: &[Message]) -> Vec<Outcome> {
-        let started = std::time::Instant::now();
-        let name = self.publisher.name();
-        let timeout = self.config.publish_timeout;
-        // The call itself inside the async block: a publisher that panics
-        // before returning its future is caught too.
-        let publish = AssertUnwindSafe(async { self.publisher.publish(messages).await });
-        let failed = |e: PublishError| vec![Err(e); messages.len()];
-        let outcomes = match tokio::time::timeout(timeout, publish.catch_unwind()).await {
-            Ok(Ok(outcomes)) if outcomes.len() == messages.len() => outcomes,
-            // A publisher bug must not mark unpublished rows sent.
-            Ok(Ok(outcomes)) => failed(PublishError::retryable(format!(
-                "publisher {name} returned {} outcomes for {} messages",
-                outcomes.len(),
-                messages.len()
-            ))),
-            Ok(Err(panic)) => {
-                let what = panic_message(&*panic);
-                tracing::error!(publisher = name, panic = what, "publisher panicked");
-                failed(PublishError::retryable(format!(
-                    "publisher {name} panicked: {what}"
-                )))
-            }
-            Err(_) => failed(PublishError::retryable(format!(
-                "publish timed out after {timeout:?}"
-            ))),
-        };
-        crate::metrics::batch_published(name, messages, &outcomes, started.elapsed());
-        outcomes
-    }
-
     /// Asks the destination whether it is reachable, within the publish
     /// deadline, a panic counting as unreachable.
     async fn check(&self) -> std::result::Result<(), String> {
@@ -415,7 +283,10 @@ impl<P: Publisher> Relay<P> {
         match tokio::time::timeout(self.config.publish_timeout, check.catch_unwind()).await {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(e))) => Err(e.message),
-            Ok(Err(panic)) => Err(format!("check panicked: {}", panic_message(&*panic))),
+            Ok(Err(panic)) => Err(format!(
+                "check panicked: {}",
+                publish::panic_message(&*panic)
+            )),
             Err(_) => Err(format!(
                 "check timed out after {:?}",
                 self.config.publish_timeout
@@ -595,13 +466,4 @@ impl<P: Publisher> Relay<P> {
             self.breaker.probed(self.publisher.name(), ok);
         }
     }
-}
-
-/// What a panic said, if it said it with a string.
-fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
-    panic
-        .downcast_ref::<&str>()
-        .copied()
-        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
-        .unwrap_or("(no message)")
 }
