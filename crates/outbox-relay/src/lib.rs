@@ -40,7 +40,7 @@ pub use dead::{DeadLetters, NotReplayed, ReplayTarget};
 pub use envelope::Envelope;
 pub use error::{describe_pool_error, Error, Result};
 pub use message::Message;
-pub use publisher::{ErrorClass, Outcome, PublishError, Publisher};
+pub use publisher::{BatchOrder, ErrorClass, Outcome, PublishError, Publisher};
 pub use relay::{PassStats, PublishedBatch, Relay, RelayConfig};
 pub use retry::RetryPolicy;
 pub use store::Store;

@@ -50,6 +50,10 @@ pub const COMMIT_TO_PUBLISH: &str = "outbox_commit_to_publish_seconds";
 pub const CLAIM_BATCH_SIZE: &str = "outbox_claim_batch_size";
 /// Gauge: 1 while the circuit breaker is open (destination unreachable).
 pub const BREAKER_OPEN: &str = "outbox_breaker_open";
+/// Counter: messages a destination accepted after refusing an earlier
+/// message of the same aggregate in the same batch (a pipelined publisher
+/// whose broker refused one command): delivered out of order.
+pub const ORDER_BREAKS: &str = "outbox_order_breaks_total";
 
 /// Every metric name, for exporters and tests.
 pub const ALL: &[&str] = &[
@@ -65,6 +69,7 @@ pub const ALL: &[&str] = &[
     COMMIT_TO_PUBLISH,
     CLAIM_BATCH_SIZE,
     BREAKER_OPEN,
+    ORDER_BREAKS,
 ];
 
 /// Histogram buckets in seconds, from a fast local broker (ms) to a long
@@ -167,12 +172,16 @@ pub fn describe() {
     );
     describe_histogram!(CLAIM_BATCH_SIZE, "Rows per non-empty claim.");
     describe_gauge!(BREAKER_OPEN, "1 while the circuit breaker is open.");
+    describe_counter!(
+        ORDER_BREAKS,
+        "Messages accepted after an earlier one of their aggregate was refused in the same batch."
+    );
     // Series that exist from the start read as 0 rather than "no data", so
     // `increase()` and absent-series alerts behave from the first scrape.
     for class in ["retryable", "permanent"] {
         metrics::counter!(PUBLISH_FAILURES, "class" => class).increment(0);
     }
-    for c in [RETRIES, DEAD, RELEASED, LEASE_RECOVERED] {
+    for c in [RETRIES, DEAD, RELEASED, LEASE_RECOVERED, ORDER_BREAKS] {
         metrics::counter!(c).increment(0);
     }
 }
@@ -228,6 +237,17 @@ pub(crate) fn settled(failed: u64, dead: u64, released: u64) {
     metrics::counter!(RETRIES).increment(failed);
     metrics::counter!(DEAD).increment(dead);
     metrics::counter!(RELEASED).increment(released);
+}
+
+/// Messages delivered after an earlier one of their aggregate was refused.
+pub(crate) fn order_breaks(count: u64) {
+    if count > 0 {
+        tracing::warn!(
+            count,
+            "the destination accepted messages after refusing an earlier one of their aggregate: delivered out of order"
+        );
+    }
+    metrics::counter!(ORDER_BREAKS).increment(count);
 }
 
 /// Rows recovered from expired leases.

@@ -79,6 +79,26 @@ impl PublishError {
 /// The outcome for one message of a batch.
 pub type Outcome = Result<(), PublishError>;
 
+/// What a publisher does with several messages of one aggregate in one
+/// batch: whether the relay may hand it a chain of them at once (with
+/// ordering on, message k+1 of an aggregate must not reach the destination
+/// before message k).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchOrder {
+    /// The whole batch is accepted or refused together (one INSERT).
+    Atomic,
+    /// Sent in batch order on one connection, and the destination keeps
+    /// that order (pipelined Redis `XADD`, one AMQP channel, NATS on one
+    /// connection, Kafka's idempotent producer). A destination that refuses
+    /// message k while accepting k+1 breaks order; the relay counts it in
+    /// `outbox_order_breaks_total`.
+    Sequential,
+    /// Messages may be in flight together and overtake each other (HTTP
+    /// requests in parallel): the relay hands over at most one message per
+    /// aggregate at a time, in waves.
+    Concurrent,
+}
+
 /// A destination for outbox messages.
 ///
 /// `publish` must return exactly one outcome per message, in batch order,
@@ -93,6 +113,12 @@ pub trait Publisher: Send + Sync {
 
     /// Checks the destination is reachable.
     fn check(&self) -> impl Future<Output = Result<(), PublishError>> + Send;
+
+    /// Whether a batch may carry several messages of one aggregate; the
+    /// default is the safe one, one message per aggregate at a time.
+    fn batch_order(&self) -> BatchOrder {
+        BatchOrder::Concurrent
+    }
 }
 
 impl<P: Publisher> Publisher for std::sync::Arc<P> {
@@ -104,5 +130,8 @@ impl<P: Publisher> Publisher for std::sync::Arc<P> {
     }
     fn check(&self) -> impl Future<Output = Result<(), PublishError>> + Send {
         (**self).check()
+    }
+    fn batch_order(&self) -> BatchOrder {
+        (**self).batch_order()
     }
 }

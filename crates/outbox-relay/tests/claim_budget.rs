@@ -39,6 +39,7 @@ fn params(max_batch_bytes: i64, max_message_bytes: i64) -> ClaimParams<'static> 
         from_id: i64::MIN,
         max_batch_bytes,
         max_message_bytes,
+        ordered: None,
     }
 }
 

@@ -34,10 +34,13 @@ fn relay_with(t: &TestSchema, config: RelayConfig) -> Relay<PostgresPublisher> {
     .unwrap()
 }
 
+/// `n` rows, each of an aggregate of its own (these tests are about the
+/// floor, not about order within an aggregate).
 async fn commit_rows(t: &TestSchema, topic: &str, n: usize) {
     t.exec(&format!(
         "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
-         SELECT 'e', 'a', g::text, '{topic}', '{{}}' FROM generate_series(1, {n}) g"
+         SELECT 'e', 'a', '{topic}-' || g || '-' || gen_random_uuid(), '{topic}', '{{}}' \
+           FROM generate_series(1, {n}) g"
     ))
     .await;
 }

@@ -3,6 +3,7 @@
 
 use outbox::{sql::Queries, Delivery, Inbox, NewMessage, Outbox};
 use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::relay::Ordering;
 use outbox_relay::{Clock, Relay, RelayConfig, RetryPolicy, Store};
 use outbox_testkit::TestSchema;
 use serde_json::json;
@@ -91,8 +92,11 @@ async fn plain_sql_insert_is_relayed_and_rolled_back_insert_never_is() {
 async fn two_relays_draining_ten_thousand_publish_each_exactly_once() {
     let t = TestSchema::new("relay_two").await;
     enqueue(&t, 10_000, "bulk").await;
+    // Row leases alone (`FOR UPDATE SKIP LOCKED`): with order kept, each
+    // relay would own its own aggregates (tests/ordering.rs).
     let cfg = RelayConfig {
         batch_size: 250,
+        ordering: Ordering::None,
         ..RelayConfig::default()
     };
     let (a, b) = (relay(&t, "relay-a", cfg.clone()), relay(&t, "relay-b", cfg));
@@ -136,11 +140,13 @@ async fn two_relays_draining_ten_thousand_publish_each_exactly_once() {
 async fn reaper_leaves_live_claims_alone_and_recovers_expired_ones() {
     let t = TestSchema::new("relay_reaper").await;
     enqueue(&t, 4, "t").await;
+    // Row leases alone: two relays in one schema claim side by side.
     let live = relay(
         &t,
         "live",
         RelayConfig {
             batch_size: 2,
+            ordering: Ordering::None,
             ..RelayConfig::default()
         },
     );
@@ -152,6 +158,7 @@ async fn reaper_leaves_live_claims_alone_and_recovers_expired_ones() {
         "dead",
         RelayConfig {
             batch_size: 2,
+            ordering: Ordering::None,
             ..RelayConfig::default()
         },
     );
@@ -182,11 +189,13 @@ async fn reaper_leaves_live_claims_alone_and_recovers_expired_ones() {
 async fn a_relay_whose_lease_was_taken_over_cannot_settle() {
     let t = TestSchema::new("relay_takeover").await;
     enqueue(&t, 1, "t").await;
+    // Row leases alone: with order kept, one relay id is one registration.
     let slow = relay(
         &t,
         "slow",
         RelayConfig {
             retry: no_backoff(),
+            ordering: Ordering::None,
             ..RelayConfig::default()
         },
     );
@@ -196,7 +205,14 @@ async fn a_relay_whose_lease_was_taken_over_cannot_settle() {
     // the lease is (locked_by, locked_at), so even a second pipeline of one
     // relay cannot settle a stale claim.
     assert_eq!(slow.reap_older_than(Duration::ZERO).await.unwrap(), 1);
-    let again = relay(&t, "slow", RelayConfig::default());
+    let again = relay(
+        &t,
+        "slow",
+        RelayConfig {
+            ordering: Ordering::None,
+            ..RelayConfig::default()
+        },
+    );
     let fresh_batch = again.claim_and_publish().await.unwrap();
     assert_eq!(fresh_batch.claimed(), 1);
 
@@ -449,6 +465,7 @@ async fn claims_are_hot_updates() {
                 from_id: i64::MIN,
                 max_batch_bytes: i64::MAX,
                 max_message_bytes: i64::MAX,
+                ordered: None,
             })
             .await
             .unwrap()

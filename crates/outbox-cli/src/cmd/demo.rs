@@ -85,7 +85,10 @@ impl Demo {
             batch_size: 10,
             ..RelayConfig::default()
         })?;
-        println!("{}", relay.run_once().await?);
+        let pass = relay.run_once().await;
+        // The next demo step is another relay: free the buckets now.
+        relay.leave().await;
+        println!("{}", pass?);
         let client = self.pool.get().await?;
         let row = client.query_one(&self.q.demo_counts, &[]).await?;
         println!(
@@ -130,7 +133,9 @@ impl Demo {
         // The claimant is known dead: the reaper need not wait out the lease.
         let recovered = relay.reap_older_than(Duration::ZERO).await?;
         println!("published_after_crash={after_crash} recovered_processing={recovered}");
-        let second = relay.run_once().await?;
+        let second = relay.run_once().await;
+        relay.leave().await;
+        let second = second?;
         println!(
             "second_relay claimed={} published={} marked_sent={}",
             second.claimed, second.published, second.marked_sent

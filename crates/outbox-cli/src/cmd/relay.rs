@@ -58,6 +58,18 @@ pub struct RelayFlags {
     /// retryably, spending an attempt [env: OUTBOX_PUBLISH_TIMEOUT] [default: 30s].
     #[arg(long)]
     publish_timeout: Option<String>,
+    /// `aggregate`: messages of one aggregate (aggregate_type, aggregate_id)
+    /// are published in id order, k+1 only after k is sent or dead, other
+    /// aggregates in parallel; `none`: no order, for the last bit of
+    /// throughput. Every relay of a schema must use the same
+    /// [env: OUTBOX_ORDERING] [default: aggregate].
+    #[arg(long)]
+    ordering: Option<String>,
+    /// With ordering on, how long a relay leases its share of the
+    /// aggregates: a relay that dies hands them to the others after this
+    /// long [env: OUTBOX_BUCKET_LEASE] [default: 30s].
+    #[arg(long)]
+    bucket_lease: Option<String>,
     /// Identifies this relay in `locked_by` [env: OUTBOX_RELAY_ID] [default: host-pid-random].
     #[arg(long)]
     relay_id: Option<String>,
@@ -106,6 +118,8 @@ impl RelayFlags {
             ("jitter", &self.jitter),
             ("lease", &self.lease),
             ("publish_timeout", &self.publish_timeout),
+            ("ordering", &self.ordering),
+            ("bucket_lease", &self.bucket_lease),
             ("relay_id", &self.relay_id),
             ("notify", &self.notify),
             ("poll_interval", &self.poll_interval),
@@ -154,7 +168,11 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     let relay = Relay::new(store, publisher.clone(), config)?.with_listener(listen_config);
     if args.once {
         relay.reap().await?;
-        println!("{}", relay.run_once().await?);
+        let pass = relay.run_once().await;
+        // Frees this pass's buckets of aggregates for the next relay now,
+        // not when their lease ends.
+        relay.leave().await;
+        println!("{}", pass?);
         return Ok(());
     }
     let shutdown = CancellationToken::new();

@@ -91,6 +91,18 @@ pub const KEYS: &[Key] = &[
         "--publish-timeout",
         Some("30s"),
     ),
+    key(
+        "ordering",
+        "OUTBOX_ORDERING",
+        "--ordering",
+        Some("aggregate"),
+    ),
+    key(
+        "bucket_lease",
+        "OUTBOX_BUCKET_LEASE",
+        "--bucket-lease",
+        Some("30s"),
+    ),
     key("relay_id", "OUTBOX_RELAY_ID", "--relay-id", None),
     key("notify", "OUTBOX_NOTIFY", "--notify", Some("on")),
     key(

@@ -104,6 +104,10 @@ pub struct Settings {
     pub lease: Duration,
     /// How long one batch may take to publish.
     pub publish_timeout: Duration,
+    /// Order per aggregate, or none.
+    pub ordering: outbox_relay::relay::Ordering,
+    /// How long a relay leases its share of the aggregates.
+    pub bucket_lease: Duration,
     /// `locked_by`; generated per process when `None`.
     pub relay_id: Option<String>,
     /// LISTEN/NOTIFY wake-ups.
@@ -329,6 +333,16 @@ impl Settings {
                 ),
                 d.publish_timeout
             ),
+            ordering: field!("ordering", |s: &str| s.parse(), d.ordering),
+            bucket_lease: field!(
+                "bucket_lease",
+                |s| parse::duration_at_least(
+                    s,
+                    outbox_relay::relay::MIN_BUCKET_LEASE,
+                    "it is renewed every third of the lease by a database round trip"
+                ),
+                d.bucket_lease
+            ),
             relay_id: field!("relay_id", relay_id, None),
             notify: field!("notify", parse::switch, d.notify),
             poll_interval: field!("poll_interval", parse::positive_duration, d.idle_sleep),
@@ -383,6 +397,8 @@ impl Settings {
             archive_after: self.archive_after,
             max_batch_bytes: self.max_batch_bytes,
             max_message_bytes: self.max_message_bytes,
+            ordering: self.ordering,
+            bucket_lease: self.bucket_lease,
             ..RelayConfig::default()
         }
     }

@@ -187,6 +187,28 @@ impl Publisher for AnyPublisher {
         }
     }
 
+    fn batch_order(&self) -> crate::BatchOrder {
+        match self {
+            #[cfg(feature = "publisher-postgres")]
+            Self::Postgres(p) => p.batch_order(),
+            #[cfg(feature = "publisher-amqp")]
+            Self::Amqp(p) => p.batch_order(),
+            #[cfg(feature = "publisher-mqtt")]
+            Self::Mqtt(p) => p.batch_order(),
+            #[cfg(feature = "publisher-http")]
+            Self::Http(p) => p.batch_order(),
+            Self::None(never) => match *never {},
+            #[cfg(feature = "publisher-redis")]
+            Self::Redis(p) => p.batch_order(),
+            #[cfg(feature = "publisher-asynq")]
+            Self::Asynq(p) => p.batch_order(),
+            #[cfg(feature = "publisher-nats")]
+            Self::Nats(p) => p.batch_order(),
+            #[cfg(feature = "publisher-kafka")]
+            Self::Kafka(p) => p.batch_order(),
+        }
+    }
+
     async fn check(&self) -> Result<(), PublishError> {
         match self {
             #[cfg(feature = "publisher-postgres")]

@@ -18,6 +18,46 @@ pub const MIN_PUBLISH_TIMEOUT: Duration = Duration::from_millis(100);
 /// typo, and the reaper's `now() - lease` stops being a timestamp.
 const MAX_DURATION: Duration = crate::retry::MAX_DELAY;
 
+/// The shortest bucket lease accepted: it is renewed every third of the
+/// lease by a database round trip.
+pub const MIN_BUCKET_LEASE: Duration = Duration::from_secs(1);
+
+/// Whether messages of one aggregate are published in id order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ordering {
+    /// Message k+1 of an aggregate (`aggregate_type`, `aggregate_id`) is
+    /// handed to the publisher only after message k is sent or dead, across
+    /// pipelines and relays; other aggregates flow in parallel.
+    #[default]
+    Aggregate,
+    /// No order: batches go out in parallel, retries are overtaken. Every
+    /// relay of a schema must use the same mode.
+    None,
+}
+
+impl Ordering {
+    /// As written in the config (`aggregate`, `none`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Aggregate => "aggregate",
+            Self::None => "none",
+        }
+    }
+}
+
+impl std::str::FromStr for Ordering {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.trim() {
+            "aggregate" => Ok(Self::Aggregate),
+            "none" => Ok(Self::None),
+            other => Err(format!(
+                "ordering must be `aggregate` (order per aggregate) or `none`, got {other:?}"
+            )),
+        }
+    }
+}
+
 /// How the relay runs.
 #[derive(Debug, Clone)]
 pub struct RelayConfig {
@@ -66,6 +106,13 @@ pub struct RelayConfig {
     /// A payload larger than this (its JSON text as PostgreSQL renders it)
     /// is never loaded: the message goes dead naming the limit.
     pub max_message_bytes: usize,
+    /// Order per aggregate (the default), or none.
+    pub ordering: Ordering,
+    /// With ordering on, each relay leases a share of the aggregates (by
+    /// hash bucket) for this long, renewed every third of it; a relay that
+    /// dies gives its share to the others after this long. At least
+    /// [`MIN_BUCKET_LEASE`].
+    pub bucket_lease: Duration,
 }
 
 /// Default [`RelayConfig::max_message_bytes`]: twice the library's enqueue
@@ -96,6 +143,8 @@ impl Default for RelayConfig {
             sweep_interval: Duration::from_secs(5),
             max_batch_bytes: DEFAULT_MAX_BATCH_BYTES,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            ordering: Ordering::Aggregate,
+            bucket_lease: Duration::from_secs(30),
         }
     }
 }
@@ -123,6 +172,12 @@ impl RelayConfig {
             return bad(format!(
                 "publish timeout must be at least {MIN_PUBLISH_TIMEOUT:?} and at most 100 years, got {:?}",
                 self.publish_timeout
+            ));
+        }
+        if !(MIN_BUCKET_LEASE..=MAX_DURATION).contains(&self.bucket_lease) {
+            return bad(format!(
+                "bucket lease must be at least {MIN_BUCKET_LEASE:?} (it is renewed every third of the lease by a database round trip) and at most 100 years, got {:?}",
+                self.bucket_lease
             ));
         }
         if self.idle_sleep.is_zero() {

@@ -145,6 +145,12 @@ impl ClaimCursor {
         self.advance(snapshot.xmin);
     }
 
+    /// The next claim sweeps from the first id (buckets were taken over:
+    /// their rows may sit anywhere below the floor).
+    pub fn sweep_next(&mut self) {
+        self.last_sweep = None;
+    }
+
     /// This relay failed `id`; it is due again at `at`.
     pub fn failed(&mut self, id: i64, at: DateTime<Utc>) {
         self.due.push((at, id));

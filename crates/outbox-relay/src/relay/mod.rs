@@ -11,14 +11,16 @@
 mod breaker;
 mod config;
 mod cursor;
+mod order;
+mod ordered;
 mod publish;
 mod run;
 #[cfg(test)]
 mod tests;
 
 pub use config::{
-    default_relay_id, RelayConfig, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, MIN_LEASE,
-    MIN_PUBLISH_TIMEOUT,
+    default_relay_id, Ordering, RelayConfig, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
+    MIN_BUCKET_LEASE, MIN_LEASE, MIN_PUBLISH_TIMEOUT,
 };
 pub use cursor::{ClaimCursor, ClaimSnapshot};
 
@@ -26,7 +28,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::publisher::Publisher;
 use crate::retry::saturating_add_std;
 use crate::store::{ClaimParams, Lease, ReapParams, SettleParams, Settled, Store};
-use crate::{Message, Outcome, Result};
+use crate::{Message, Outcome, PublishError, Result};
+use ordered::OrderCtl;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use breaker::Breaker;
 use futures_util::FutureExt;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
@@ -51,6 +55,8 @@ pub struct PassStats {
     /// Rows handed back to pending without spending an attempt (destination
     /// down, or shutting down).
     pub released: u64,
+    /// With ordering on, the aggregates the claim brought (0 with it off).
+    pub aggregates: usize,
 }
 
 impl std::fmt::Display for PassStats {
@@ -69,7 +75,7 @@ impl std::fmt::Display for PassStats {
 
 /// A batch that was claimed and handed to the publisher but not yet
 /// settled: the crash window lives between this and [`Relay::settle`].
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct PublishedBatch {
     lease: Option<Lease>,
     messages: Vec<Message>,
@@ -77,13 +83,24 @@ pub struct PublishedBatch {
     outcomes: Option<Vec<Outcome>>,
     /// Rows claimed with a payload over the max message size, already
     /// settled dead (never published).
-    too_large: u64,
+    too_large: Vec<i64>,
+    /// Rows over the max message size that could not be settled dead
+    /// (database error): they fail, to be retried, with this reason.
+    not_dead_lettered: Vec<(i64, String)>,
+    /// Rows claimed but held back, never published: an earlier message of
+    /// their aggregate is in flight or waiting. Released, no attempt spent.
+    held_back: Vec<i64>,
+    /// With ordering on, the aggregate key of every row claimed.
+    keys: HashMap<i64, i64>,
 }
 
 impl PublishedBatch {
     /// Rows claimed.
     pub fn claimed(&self) -> usize {
-        self.messages.len() + self.too_large as usize
+        self.messages.len()
+            + self.too_large.len()
+            + self.not_dead_lettered.len()
+            + self.held_back.len()
     }
 
     /// Rows the publisher accepted.
@@ -105,6 +122,8 @@ pub struct Relay<P> {
     listen: Option<tokio_postgres::Config>,
     /// Where claims start reading; shared by the pipelines.
     cursor: Mutex<ClaimCursor>,
+    /// Per-aggregate order: registration, buckets, gates.
+    order: OrderCtl,
     #[cfg(test)]
     hooks: tests::Hooks,
 }
@@ -136,6 +155,7 @@ impl<P: Publisher> Relay<P> {
             limiter,
             listen: None,
             cursor: Mutex::new(ClaimCursor::new(config.sweep_interval)),
+            order: OrderCtl::new(),
             config,
             #[cfg(test)]
             hooks: tests::Hooks::default(),
@@ -203,54 +223,76 @@ impl<P: Publisher> Relay<P> {
         };
         let started = self.clock.now();
         let from_id = self.cursor().next_from(started);
-        let claimed = self
-            .store
-            .claim_messages(ClaimParams {
-                limit: limit as i64,
-                relay_id: &self.config.relay_id,
-                from_id,
-                max_batch_bytes: self.config.max_batch_bytes as i64,
-                max_message_bytes: self.config.max_message_bytes as i64,
-            })
-            .await?;
+        let params = ClaimParams {
+            limit: limit as i64,
+            relay_id: &self.config.relay_id,
+            from_id,
+            max_batch_bytes: self.config.max_batch_bytes as i64,
+            max_message_bytes: self.config.max_message_bytes as i64,
+            ordered: None,
+        };
+        let (claimed, held_back) = match self.config.ordering {
+            Ordering::None => (self.store.claim_messages(params).await?, Vec::new()),
+            Ordering::Aggregate => self.claim_in_order(&self.order, params).await?,
+        };
         if let (Some(range), Some(snapshot)) = (claimed.id_range(), claimed.snapshot) {
             let now = self.clock.now();
             self.cursor()
                 .claimed(from_id, range, snapshot, started, now);
         }
-        let too_large = match &claimed.lease {
-            Some(lease) => self.dead_letter_too_large(lease, &claimed.too_large).await,
-            None => 0,
-        };
-        let (Some(mut lease), false) = (claimed.lease, claimed.messages.is_empty()) else {
+        let Some(mut lease) = claimed.lease else {
             return Ok(PublishedBatch {
-                lease: None,
-                messages: Vec::new(),
                 outcomes: Some(Vec::new()),
-                too_large,
+                ..PublishedBatch::default()
             });
         };
-        let messages = claimed.messages;
+        let held: HashSet<i64> = held_back.iter().copied().collect();
+        let too_large: Vec<(i64, i64)> = claimed
+            .too_large
+            .into_iter()
+            .filter(|(id, _)| !held.contains(id))
+            .collect();
+        let (too_large, not_dead_lettered) = match self.dead_letter_too_large(&lease, &too_large).await
+        {
+            Ok(()) => (too_large.iter().map(|t| t.0).collect(), Vec::new()),
+            Err(why) => (Vec::new(), too_large.iter().map(|t| (t.0, why.clone())).collect()),
+        };
+        let messages: Vec<Message> = claimed
+            .messages
+            .into_iter()
+            .filter(|m| !held.contains(&m.id))
+            .collect();
         let refused = claimed.refused;
-        crate::metrics::claimed(messages.len());
-        let outcomes = self
-            .publish_keeping_lease(&messages, &refused, &mut lease, abandon)
-            .await;
+        let outcomes = if messages.is_empty() {
+            Some(Vec::new())
+        } else {
+            crate::metrics::claimed(messages.len());
+            self.publish_keeping_lease(&messages, &refused, &mut lease, abandon, &claimed.keys)
+                .await
+        };
         Ok(PublishedBatch {
             lease: Some(lease),
             messages,
             outcomes,
             too_large,
+            not_dead_lettered,
+            held_back,
+            keys: claimed.keys,
         })
     }
 
     /// Settles dead, before anything is published, the rows whose payload
     /// the claim left in the database for being over the max message size:
-    /// no retry makes them smaller. Returns how many went dead; on a
-    /// database error they stay claimed, and the reaper takes them back.
-    async fn dead_letter_too_large(&self, lease: &Lease, rows: &[(i64, i64)]) -> u64 {
+    /// no retry makes them smaller. On a database error they are failed
+    /// with the rest of the batch instead (and, with ordering on, hold their
+    /// aggregate back).
+    async fn dead_letter_too_large(
+        &self,
+        lease: &Lease,
+        rows: &[(i64, i64)],
+    ) -> std::result::Result<(), String> {
         if rows.is_empty() {
-            return 0;
+            return Ok(());
         }
         let limit = self.config.max_message_bytes;
         let p = SettleParams {
@@ -267,11 +309,11 @@ impl<P: Publisher> Relay<P> {
         match self.store.settle_messages(lease, &p).await {
             Ok(settled) => {
                 crate::metrics::settled(0, settled.dead, 0);
-                settled.dead
+                Ok(())
             }
             Err(e) => {
                 tracing::warn!(error = %e, "could not dead-letter oversized messages");
-                0
+                Err(format!("could not dead-letter an oversized payload: {e}"))
             }
         }
     }
@@ -317,34 +359,66 @@ impl<P: Publisher> Relay<P> {
     /// Settles a published batch in one statement: sent, failed with the
     /// next retry time, dead (permanent error or retries used up), or
     /// released when the destination turns out to be down.
+    ///
+    /// With ordering on, each aggregate's messages in the batch are a
+    /// chain: after the first that is not sent, the rest are released (no
+    /// attempt spent) and go out after it. A message the destination
+    /// accepted anyway (a pipelined publisher) stays sent, counted as an
+    /// order break.
     pub async fn settle(&self, batch: PublishedBatch) -> Result<PassStats> {
         let stats = PassStats {
             claimed: batch.claimed(),
             published: batch.published(),
-            failed: batch.too_large,
-            dead: batch.too_large,
+            failed: batch.too_large.len() as u64,
+            dead: batch.too_large.len() as u64,
+            aggregates: batch.keys.values().collect::<HashSet<_>>().len(),
             ..PassStats::default()
         };
         let Some(lease) = batch.lease else {
             return Ok(stats);
         };
-        let ids = || batch.messages.iter().map(|m| m.id).collect::<Vec<_>>();
-        let mut p = SettleParams::default();
-        let Some(outcomes) = batch.outcomes else {
-            p.released = ids();
-            p.release_reason = "released at shutdown".into();
-            return self.apply(&lease, p, stats).await;
+        let mut p = SettleParams {
+            released: batch.held_back,
+            release_reason: "held back: an earlier message of its aggregate is not sent yet".into(),
+            ..SettleParams::default()
         };
+        // Every row of the batch with what became of it, in id order.
+        let mut rows: Vec<(i64, i32, Outcome)> = Vec::new();
+        let abandoned = batch.outcomes.is_none();
+        match batch.outcomes {
+            Some(outcomes) => rows.extend(
+                batch
+                    .messages
+                    .iter()
+                    .zip(outcomes)
+                    .map(|(m, o)| (m.id, m.attempts, o)),
+            ),
+            None => rows.extend(batch.messages.iter().map(|m| {
+                let e = PublishError::retryable("released at shutdown");
+                (m.id, m.attempts, Err(e))
+            })),
+        }
+        rows.extend(
+            batch
+                .not_dead_lettered
+                .into_iter()
+                .map(|(id, why)| (id, 0, Err(PublishError::retryable(why)))),
+        );
+        rows.sort_unstable_by_key(|r| r.0);
         // Retryable failures may mean the destination is down rather than
         // the messages being at fault: ask it. If it is down, hand the rows
         // back without spending their attempts and open the breaker, so an
         // outage never pushes messages into dead.
-        let retryable = outcomes
+        let retryable = rows
             .iter()
-            .filter(|o| matches!(o, Err(e) if e.is_retryable()))
+            .filter(|(_, _, o)| matches!(o, Err(e) if e.is_retryable()))
             .count();
-        let destination_down = if retryable > 0 {
-            self.destination_down().await
+        let destination_down = if abandoned {
+            Some("released at shutdown".to_owned())
+        } else if retryable > 0 {
+            self.destination_down()
+                .await
+                .map(|why| format!("destination unreachable: {why}"))
         } else {
             None
         };
@@ -355,42 +429,131 @@ impl<P: Publisher> Relay<P> {
         // timestamp (a panic, then a crash loop on the same row) nor park
         // a message for centuries.
         let longest = policy.longest_delay();
-        for (m, outcome) in batch.messages.iter().zip(outcomes) {
-            match outcome {
-                Ok(()) => p.sent.push(m.id),
-                Err(e) if e.is_retryable() && destination_down.is_some() => p.released.push(m.id),
-                Err(e) if e.is_retryable() && !policy.exhausted(m.attempts) => {
-                    let mut at = policy.next_run_at(m.attempts, now);
+        let key = |id: i64| batch.keys.get(&id).copied();
+        // Per aggregate: (last id in the batch, lowest id left live).
+        let mut chains: BTreeMap<i64, (i64, Option<i64>)> = BTreeMap::new();
+        for id in &batch.too_large {
+            if let Some(k) = key(*id) {
+                chains.entry(k).or_insert((*id, None)).0 = *id;
+            }
+        }
+        let mut broken: HashSet<i64> = HashSet::new();
+        let mut order_breaks = 0;
+        for (id, attempts, outcome) in rows {
+            let k = key(id);
+            let behind = k.is_some_and(|k| broken.contains(&k));
+            // Whether the message stays live (failed, released).
+            let live = match outcome {
+                Ok(()) => {
+                    p.sent.push(id);
+                    order_breaks += u64::from(behind);
+                    if let Some(chain) = k.and_then(|k| chains.get_mut(&k)) {
+                        chain.0 = chain.0.max(id);
+                    } else if let Some(k) = k {
+                        chains.insert(k, (id, None));
+                    }
+                    continue;
+                }
+                Err(e) if behind || (e.is_retryable() && destination_down.is_some()) => {
+                    p.released.push(id);
+                    true
+                }
+                Err(e) if e.is_retryable() && !policy.exhausted(attempts) => {
+                    let mut at = policy.next_run_at(attempts, now);
                     if let Some(after) = e.retry_after {
                         at = at.max(saturating_add_std(now, after.min(longest)));
                     }
-                    p.failed.push((m.id, e.message, at));
+                    p.failed.push((id, e.message, at));
+                    true
                 }
-                Err(e) if e.is_retryable() => p.dead.push((
-                    m.id,
-                    format!(
+                Err(e) if e.is_retryable() => {
+                    let reason = format!(
                         "max attempts ({}) reached: {}",
                         policy.max_attempts, e.message
-                    ),
-                )),
-                Err(e) => p.dead.push((m.id, format!("permanent: {}", e.message))),
+                    );
+                    p.dead.push((id, reason));
+                    false
+                }
+                Err(e) => {
+                    p.dead.push((id, format!("permanent: {}", e.message)));
+                    false
+                }
+            };
+            // Not sent: the rest of its aggregate in this batch waits.
+            if let Some(k) = k {
+                let chain = chains.entry(k).or_insert((id, None));
+                chain.0 = chain.0.max(id);
+                if live {
+                    chain.1 = Some(chain.1.map_or(id, |l: i64| l.min(id)));
+                }
+                broken.insert(k);
             }
         }
+        crate::metrics::order_breaks(order_breaks);
         if let Some(reason) = destination_down {
-            p.release_reason = format!("destination unreachable: {reason}");
+            p.release_reason = reason;
+        } else if !broken.is_empty() && !p.released.is_empty() {
+            p.release_reason = "held back: an earlier message of its aggregate was not sent".into();
         }
-        self.apply(&lease, p, stats).await
+        // Narrow before the statement: a claim running meanwhile must not
+        // take what comes after a message left live.
+        {
+            let mut gates = self.order.gates();
+            for (k, (_, live)) in &chains {
+                if let Some(id) = live {
+                    gates.hold(*k, *id);
+                }
+            }
+        }
+        let settled = self.apply(&lease, &p, stats).await;
+        // Open only after it committed; on doubt (an error, rows whose lease
+        // was lost), hold every chain at its start: the periodic check of
+        // heads sets the gates right.
+        let mut gates = self.order.gates();
+        let now = self.clock.now();
+        match &settled {
+            Ok((_, true)) => {
+                for (k, (last, live)) in &chains {
+                    if live.is_none() {
+                        if let Some(back) = gates.open(*k, *last) {
+                            self.cursor().released(back, now);
+                        }
+                    }
+                }
+            }
+            _ => {
+                let mut first: HashMap<i64, i64> = HashMap::new();
+                let ids = p.sent.iter().copied().chain(batch.too_large.iter().copied());
+                let ids = ids.chain(p.failed.iter().map(|f| f.0));
+                for id in ids.chain(p.dead.iter().map(|d| d.0)).chain(p.released.iter().copied()) {
+                    if let Some(k) = key(id).filter(|k| chains.contains_key(k)) {
+                        let f = first.entry(k).or_insert(id);
+                        *f = (*f).min(id);
+                    }
+                }
+                for (k, id) in first {
+                    gates.hold(k, id);
+                }
+            }
+        }
+        settled.map(|(stats, _)| stats)
     }
 
+    /// Runs the settle statement; returns the stats and whether every row
+    /// was settled (none had lost its lease).
     async fn apply(
         &self,
         lease: &Lease,
-        p: SettleParams,
+        p: &SettleParams,
         mut stats: PassStats,
-    ) -> Result<PassStats> {
+    ) -> Result<(PassStats, bool)> {
+        let expected = (p.sent.len() + p.failed.len() + p.dead.len() + p.released.len()) as u64;
+        if expected == 0 {
+            return Ok((stats, true));
+        }
         #[cfg(test)]
         self.hooks.before_settle.pass().await;
-        let settled = self.store.settle_messages(lease, &p).await;
+        let settled = self.store.settle_messages(lease, p).await;
         {
             // Rows going back to the queue sit below the claim floor: bring
             // it back to them only now that the settle has ended. Earlier,
@@ -412,7 +575,6 @@ impl<P: Publisher> Relay<P> {
             released,
         } = settled?;
         crate::metrics::settled(failed, dead, released);
-        let expected = (p.sent.len() + p.failed.len() + p.dead.len() + p.released.len()) as u64;
         let settled = sent + failed + dead + released;
         if settled < expected {
             tracing::warn!(
@@ -424,7 +586,7 @@ impl<P: Publisher> Relay<P> {
         stats.failed += failed + dead;
         stats.dead += dead;
         stats.released = released;
-        Ok(stats)
+        Ok((stats, settled == expected))
     }
 
     /// Recovers rows whose lease expired, counting the expiry as a failed
@@ -449,6 +611,12 @@ impl<P: Publisher> Relay<P> {
             })
             .await?;
         crate::metrics::lease_recovered(reaped.len());
+        {
+            // Rows of a chain this relay still counts as in flight (its
+            // publish outlived the lease): the aggregate waits for them.
+            let mut gates = self.order.gates();
+            reaped.iter().for_each(|r| gates.reaped(r.key, r.id));
+        }
         let mut cursor = self.cursor();
         // Recovered rows are claimable again, below the claim floor, once due.
         reaped

@@ -3,10 +3,11 @@
 //! and missed deadlines turned into retryable failures.
 
 use super::Relay;
-use crate::publisher::Publisher;
+use crate::publisher::{BatchOrder, Publisher};
 use crate::store::Lease;
 use crate::{Message, Outcome, PublishError};
 use futures_util::FutureExt;
+use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::panic::AssertUnwindSafe;
 use tokio_util::sync::CancellationToken;
@@ -28,6 +29,7 @@ impl<P: Publisher> Relay<P> {
         refused: &[(i64, String)],
         lease: &mut Lease,
         abandon: &CancellationToken,
+        keys: &HashMap<i64, i64>,
     ) -> Option<Vec<Outcome>> {
         let publish = async {
             if let Some(limiter) = &self.limiter {
@@ -36,7 +38,7 @@ impl<P: Publisher> Relay<P> {
                     let _ = limiter.until_n_ready(n).await;
                 }
             }
-            self.publish_all_but_refused(messages, refused).await
+            self.publish_in_waves(messages, refused, keys).await
         };
         tokio::pin!(publish);
         let ids: Vec<i64> = messages.iter().map(|m| m.id).collect();
@@ -73,6 +75,63 @@ impl<P: Publisher> Relay<P> {
             }
             Err(e) => tracing::warn!(error = %e, "could not extend the lease"),
         }
+    }
+
+    /// With ordering on and a publisher that may have several messages in
+    /// flight at once ([`BatchOrder::Concurrent`]), publishes in waves: wave
+    /// *i* carries the *i*-th message of every aggregate whose earlier ones
+    /// succeeded, so two messages of one aggregate are never in flight
+    /// together and none goes out after one of its aggregate failed. A
+    /// batch of distinct aggregates (the usual case) is one wave.
+    async fn publish_in_waves(
+        &self,
+        messages: &[Message],
+        refused: &[(i64, String)],
+        keys: &HashMap<i64, i64>,
+    ) -> Vec<Outcome> {
+        let key = |m: &Message| keys.get(&m.id).copied();
+        let repeats = {
+            let mut seen = HashSet::new();
+            messages.iter().filter_map(key).any(|k| !seen.insert(k))
+        };
+        if keys.is_empty() || !repeats || self.publisher.batch_order() != BatchOrder::Concurrent
+        {
+            return self.publish_all_but_refused(messages, refused).await;
+        }
+        let mut outcomes: Vec<Option<Outcome>> = vec![None; messages.len()];
+        let mut failed: HashSet<i64> = HashSet::new();
+        loop {
+            // The next message of each aggregate still going, in id order.
+            let mut in_wave = HashSet::new();
+            let wave: Vec<usize> = (0..messages.len())
+                .filter(|&i| outcomes[i].is_none())
+                .filter(|&i| {
+                    let k = key(&messages[i]);
+                    k.is_none_or(|k| !failed.contains(&k) && in_wave.insert(k))
+                })
+                .collect();
+            if wave.is_empty() {
+                break;
+            }
+            let batch: Vec<Message> = wave.iter().map(|&i| messages[i].clone()).collect();
+            let results = self.publish_all_but_refused(&batch, refused).await;
+            for (&i, o) in wave.iter().zip(results) {
+                if o.is_err() {
+                    failed.extend(key(&messages[i]));
+                }
+                outcomes[i] = Some(o);
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.unwrap_or_else(|| {
+                    Err(PublishError::retryable(
+                        "not published: an earlier message of its aggregate failed",
+                    ))
+                })
+            })
+            .collect()
     }
 
     /// Publishes the messages the claim did not refuse; a refused row (one

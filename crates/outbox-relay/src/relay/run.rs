@@ -47,7 +47,13 @@ impl<P: Publisher> Relay<P> {
                 _ = grace => {}
             }
         };
-        tokio::join!(work, listener, self.reap_loop(&shutdown));
+        tokio::join!(
+            work,
+            listener,
+            self.reap_loop(&shutdown),
+            self.beat_loop(&shutdown)
+        );
+        self.leave().await;
         Ok(())
     }
 
@@ -87,8 +93,11 @@ impl<P: Publisher> Relay<P> {
                     error_backoff = Duration::from_millis(100);
                     if stats.claimed > 0 {
                         tracing::debug!(pipeline = index, %stats, "pass");
-                        if stats.claimed >= self.config.batch_size {
-                            // More is waiting: get an idle sibling to help.
+                        // More is waiting: get an idle sibling to help, unless
+                        // the batch was one aggregate's (what follows is
+                        // likely more of it, which only this pipeline may
+                        // publish once this batch is settled).
+                        if stats.claimed >= self.config.batch_size && stats.aggregates != 1 {
                             wake.notify_one();
                         }
                         continue;
@@ -112,6 +121,21 @@ impl<P: Publisher> Relay<P> {
                 _ = shutdown.cancelled() => break,
                 _ = sleep => {}
                 _ = wake.notified() => {}
+            }
+        }
+    }
+
+    /// Keeps this relay's registration and buckets leased (a third of the
+    /// bucket lease apart), whether or not its pipelines are claiming.
+    async fn beat_loop(&self, shutdown: &CancellationToken) {
+        let every = self.config.bucket_lease / 3;
+        while !shutdown.is_cancelled() {
+            if let Err(e) = self.beat().await {
+                tracing::warn!(error = %e, "could not renew this relay's buckets of aggregates");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = tokio::time::sleep(every) => {}
             }
         }
     }

@@ -17,10 +17,12 @@ use tokio_postgres::Row;
 
 mod archive;
 mod dead;
+mod order;
 mod stats;
 
 pub use archive::{ArchiveBatch, ArchiveBatchParams};
 pub use dead::{DeadListParams, DeadMessage, ReplayParams};
+pub use order::{BucketSet, Heartbeat, BUCKETS};
 pub use stats::{Backlog, TopicCounts};
 
 /// The relay's handle on the outbox tables of one schema.
@@ -69,9 +71,21 @@ pub struct ClaimParams<'a> {
     /// A payload larger than this is claimed but not loaded: it comes back
     /// in [`Claimed::too_large`].
     pub max_message_bytes: i64,
+    /// With ordering per aggregate on: claim only while registered, and
+    /// return each row's aggregate key.
+    pub ordered: Option<OrderFilter<'a>>,
 }
 
-/// Parameters of [`Store::reap_expired_leases`].
+/// The ordering part of a claim (see [`outbox::sql::Queries::claim_ordered`]).
+#[derive(Debug, Clone)]
+pub struct OrderFilter<'a> {
+    /// The relay's registration token.
+    pub token: i64,
+    /// Buckets owned; `None` when all are.
+    pub owned: Option<&'a BucketSet>,
+    /// Aggregate keys held back, and for each the highest id let through.
+    pub held: &'a [(i64, i64)],
+}
 #[derive(Debug, Clone)]
 pub struct ReapParams<'a> {
     /// A claim older than this has expired.
@@ -93,10 +107,12 @@ pub struct Reaped {
     pub dead: bool,
     /// When it is claimable again (meaningless for a dead row).
     pub next_run_at: DateTime<Utc>,
+    /// Its aggregate's key.
+    pub key: i64,
 }
 
 /// A claimed batch: messages in id order and the lease they share.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Claimed {
     /// The claimed rows.
     pub messages: Vec<Message>,
@@ -112,6 +128,9 @@ pub struct Claimed {
     /// size: `(id, payload bytes)`, held under the same lease; not in
     /// `messages`.
     pub too_large: Vec<(i64, i64)>,
+    /// With ordering on: the aggregate key of every row claimed (in
+    /// `messages` or `too_large`), by id.
+    pub keys: std::collections::HashMap<i64, i64>,
 }
 
 impl Claimed {
@@ -229,19 +248,43 @@ impl Store {
     /// Claims up to `limit` due messages in one statement.
     pub async fn claim_messages(&self, p: ClaimParams<'_>) -> Result<Claimed> {
         let client = self.client().await?;
-        let stmt = client.prepare_cached(&self.q.claim).await?;
-        let rows = client
-            .query(
-                &stmt,
-                &[
-                    &p.limit,
-                    &p.relay_id,
-                    &p.from_id,
-                    &p.max_batch_bytes,
-                    &p.max_message_bytes,
-                ],
-            )
-            .await?;
+        let base: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
+            &p.limit,
+            &p.relay_id,
+            &p.from_id,
+            &p.max_batch_bytes,
+            &p.max_message_bytes,
+        ];
+        let rows = match &p.ordered {
+            None => {
+                let stmt = client.prepare_cached(&self.q.claim).await?;
+                client.query(&stmt, &base).await?
+            }
+            Some(o) if o.owned.is_none() && o.held.is_empty() => {
+                let stmt = client.prepare_cached(&self.q.claim_ordered).await?;
+                let mut params = base.to_vec();
+                params.push(&o.token);
+                client.query(&stmt, &params).await?
+            }
+            Some(o) => {
+                let stmt = client.prepare_cached(&self.q.claim_ordered_filtered).await?;
+                let owned = o.owned.map(BucketSet::as_bytes);
+                let (keys, heads): (Vec<i64>, Vec<i64>) = o.held.iter().copied().unzip();
+                let mut params = base.to_vec();
+                params.extend([
+                    &o.token as &(dyn tokio_postgres::types::ToSql + Sync),
+                    &owned,
+                    &keys,
+                    &heads,
+                ]);
+                client.query(&stmt, &params).await?
+            }
+        };
+        let keys = if p.ordered.is_some() {
+            rows.iter().map(|r| (r.get(0), r.get(15))).collect()
+        } else {
+            Default::default()
+        };
         let lease = rows.first().map(|r| Lease {
             relay_id: p.relay_id.to_owned(),
             locked_at: r.get(11),
@@ -272,6 +315,7 @@ impl Store {
             snapshot,
             refused,
             too_large,
+            keys,
         })
     }
 
@@ -346,6 +390,7 @@ impl Store {
                 id: r.get(0),
                 dead: r.get(1),
                 next_run_at: r.get(2),
+                key: r.get(3),
             })
             .collect())
     }

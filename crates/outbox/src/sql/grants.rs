@@ -91,7 +91,10 @@ pub fn grants(schema: &Schema, producer: &str, relay: &str) -> Result<String> {
          GRANT USAGE ON SEQUENCE {s}.dead_replays_id_seq TO {relay};\n\
          GRANT INSERT, SELECT ON {s}.published_events TO {relay};\n\
          GRANT USAGE ON SEQUENCE {s}.published_events_id_seq TO {relay};\n\
-         GRANT SELECT ON {s}.all_messages, {s}.schema_migrations TO {relay};\n"
+         GRANT SELECT ON {s}.all_messages, {s}.schema_migrations TO {relay};\n\
+         -- ordering per aggregate: relays lease buckets of aggregates to each other\n\
+         GRANT SELECT, INSERT, UPDATE, DELETE ON {s}.relays TO {relay};\n\
+         GRANT SELECT, UPDATE ON {s}.relay_buckets TO {relay};\n"
     ))
 }
 

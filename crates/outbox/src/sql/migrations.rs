@@ -52,6 +52,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "least_privilege_headers",
         sql: include_str!("migrations/0006_least_privilege_headers.sql"),
     },
+    Migration {
+        version: 7,
+        name: "aggregate_order",
+        sql: include_str!("migrations/0007_aggregate_order.sql"),
+    },
 ];
 
 impl Migration {

@@ -43,6 +43,33 @@ pub struct Queries {
     /// locked in `c`, budgeted in `b`, and only the budgeted ones updated;
     /// the rest are unlocked at commit, unchanged.
     pub claim: String,
+    /// The claim with ordering per aggregate on: the parameters of
+    /// [`Self::claim`], then `$6 int8` the relay's token. Claims nothing
+    /// unless the relay is registered under that token with a live lease,
+    /// and holds its row in `relays` FOR SHARE until it commits (see
+    /// migration 7). Returns [`Self::claim`]'s columns, then the row's
+    /// aggregate key (`int8`).
+    pub claim_ordered: String,
+    /// [`Self::claim_ordered`] taking only rows that pass
+    /// `key_allowed`: `$7 bytea` owned buckets (NULL: all), `$8 int8[]`
+    /// keys held back, `$9 int8[]` the highest id let through for each.
+    pub claim_ordered_filtered: String,
+    /// One heartbeat (`relay_heartbeat` in migration 7): `$1 relay id,
+    /// $2 int8 token, $3 ordering, $4 float8 lease seconds` →
+    /// `(bucket int4 or NULL, gained, renewed, other_modes int8)`.
+    pub relay_heartbeat: String,
+    /// A relay leaving: `$1 relay id, $2 int8 token`; its buckets are free
+    /// at once.
+    pub relay_leave: String,
+    /// The aggregates of buckets `$1 bytea` (a 1,024-bit map) that have a
+    /// live message not claimable now (in flight, or failed and waiting)
+    /// → `(key int8, lowest live id int8)`: what a relay taking the
+    /// buckets over must hold back. Scans the hot table: run at takeover.
+    pub held_in_buckets: String,
+    /// For each `($1 int8[] keys, $2 int8[] ids)`, the aggregate's lowest
+    /// live message at or above the id → `(key, id, lowest int8 or NULL)`.
+    /// A range scan from the id: one row when it is still live.
+    pub next_live: String,
     /// Settle a batch in one round trip. The lease is `(locked_by, locked_at)`:
     /// `$1 int8[] sent ids, $2 relay id, $3 timestamptz claimed locked_at,
     /// $4 int8[] failed ids, $5 text[] errors, $6 timestamptz[] next_run_at,
@@ -58,7 +85,7 @@ pub struct Queries {
     pub extend_lease: String,
     /// Lease reaper: `$1 float8 lease seconds, $2 int4 max attempts,
     /// $3 float8[] backoff steps in seconds (the last repeats), $4 float8
-    /// jitter fraction` → `(id, dead bool, next_run_at)` of each `processing`
+    /// jitter fraction` → `(id, dead bool, next_run_at, aggregate key int8)` of each `processing`
     /// row whose claim is older than the lease. The expiry counts as a failed
     /// attempt: a row that makes its relay die would otherwise come back at
     /// once, forever. Below max attempts the row goes `failed`, due after the
@@ -113,6 +140,48 @@ pub struct Queries {
     pub stats: StatsQueries,
 }
 
+/// The claim statement: `ordered` adds the relay's registration check and
+/// returns the aggregate key; `filtered` adds `key_allowed`.
+fn claim_sql(ordered: bool, filtered: bool) -> String {
+    let (alive, check, key) = if ordered {
+        (
+            "a AS (SELECT 1 FROM {schema}.relays \
+                    WHERE relay_id = $2 AND token = $6 AND lease_until > now() FOR SHARE), ",
+            " AND EXISTS (SELECT 1 FROM a)",
+            ", {schema}.aggregate_key(m.aggregate_type, m.aggregate_id)",
+        )
+    } else {
+        ("", "", "")
+    };
+    let filter = if filtered {
+        " AND {schema}.key_allowed(aggregate_type, aggregate_id, id, $7, $8::int8[], $9::int8[])"
+    } else {
+        ""
+    };
+    // An oversized payload counts 0 toward the budget: it is not loaded.
+    format!(
+        "WITH {alive}c AS ( \
+           SELECT id, octet_length(payload::text)::int8 AS size FROM {{schema}}.messages \
+            WHERE id >= $3 AND status IN ('pending', 'failed') AND next_run_at <= now() \
+              AND dead_at IS NULL{check}{filter} \
+            ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), \
+         w AS ( \
+           SELECT id, size, row_number() OVER (ORDER BY id) AS n, \
+                  sum(CASE WHEN size <= $5::int8 THEN size ELSE 0 END) \
+                    OVER (ORDER BY id) AS running \
+             FROM c), \
+         b AS (SELECT id, size FROM w WHERE n = 1 OR running <= $4::int8), \
+         s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap) \
+         UPDATE {{schema}}.messages m \
+            SET status = 'processing', attempts = m.attempts + 1, \
+                locked_by = $2, locked_at = now() \
+           FROM b, s WHERE m.id = b.id \
+         RETURNING {CLAIM_COLUMNS}, \
+           pg_snapshot_xmin(s.snap)::text::int8, pg_snapshot_xmax(s.snap)::text::int8, \
+           b.size{key}"
+    )
+}
+
 impl Queries {
     /// Renders every statement for `schema`.
     pub fn new(schema: &Schema) -> Self {
@@ -128,28 +197,26 @@ impl Queries {
                  RETURNING id, event_id"),
             inbox_record: r("INSERT INTO {schema}.processed_events (event_id, topic) VALUES ($1, $2) \
                  ON CONFLICT (event_id) DO NOTHING"),
-            // An oversized payload counts 0 toward the budget: it is not loaded.
-            claim: r(&format!(
-                "WITH c AS ( \
-                   SELECT id, octet_length(payload::text)::int8 AS size FROM {{schema}}.messages \
-                    WHERE id >= $3 AND status IN ('pending', 'failed') AND next_run_at <= now() \
-                      AND dead_at IS NULL \
-                    ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), \
-                 w AS ( \
-                   SELECT id, size, row_number() OVER (ORDER BY id) AS n, \
-                          sum(CASE WHEN size <= $5::int8 THEN size ELSE 0 END) \
-                            OVER (ORDER BY id) AS running \
-                     FROM c), \
-                 b AS (SELECT id, size FROM w WHERE n = 1 OR running <= $4::int8), \
-                 s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap) \
-                 UPDATE {{schema}}.messages m \
-                    SET status = 'processing', attempts = m.attempts + 1, \
-                        locked_by = $2, locked_at = now() \
-                   FROM b, s WHERE m.id = b.id \
-                 RETURNING {CLAIM_COLUMNS}, \
-                   pg_snapshot_xmin(s.snap)::text::int8, pg_snapshot_xmax(s.snap)::text::int8, \
-                   b.size"
-            )),
+            claim: r(&claim_sql(false, false)),
+            claim_ordered: r(&claim_sql(true, false)),
+            claim_ordered_filtered: r(&claim_sql(true, true)),
+            relay_heartbeat: r("SELECT bucket, gained, renewed, other_modes \
+                   FROM {schema}.relay_heartbeat($1, $2, $3, $4)"),
+            relay_leave: r("WITH r AS ( \
+                   DELETE FROM {schema}.relays WHERE relay_id = $1 AND token = $2 RETURNING 1) \
+                 UPDATE {schema}.relay_buckets SET owner = NULL \
+                  WHERE owner = $1 AND EXISTS (SELECT 1 FROM r)"),
+            held_in_buckets: r("SELECT {schema}.aggregate_key(aggregate_type, aggregate_id) AS k, min(id) \
+                   FROM {schema}.messages \
+                  WHERE dead_at IS NULL AND (status = 'processing' OR next_run_at > now()) \
+                    AND get_bit($1::bytea, \
+                          ({schema}.aggregate_key(aggregate_type, aggregate_id) & 1023)::int) = 1 \
+                  GROUP BY 1"),
+            next_live: r("SELECT g.k, g.id, \
+                   (SELECT min(m.id) FROM {schema}.messages m \
+                     WHERE m.id >= g.id AND m.dead_at IS NULL \
+                       AND {schema}.aggregate_key(m.aggregate_type, m.aggregate_id) = g.k) \
+                   FROM unnest($1::int8[], $2::int8[]) AS g(k, id)"),
             settle: r("WITH sent AS ( \
                    DELETE FROM {schema}.messages \
                     WHERE id = ANY($1::int8[]) AND status = 'processing' \
@@ -219,7 +286,8 @@ impl Queries {
                         next_run_at = CASE WHEN e.dead THEN m.next_run_at \
                           ELSE now() + make_interval(secs => e.delay) END \
                    FROM expired e WHERE m.id = e.id \
-                 RETURNING m.id, e.dead, m.next_run_at"),
+                 RETURNING m.id, e.dead, m.next_run_at, \
+                   {schema}.aggregate_key(m.aggregate_type, m.aggregate_id)"),
             listen: format!("LISTEN \"{}\"", schema.notify_channel()),
             is_migrated: format!(
                 "SELECT to_regclass('{s}.messages') IS NOT NULL, \

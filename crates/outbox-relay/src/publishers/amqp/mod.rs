@@ -315,6 +315,11 @@ impl Publisher for AmqpPublisher {
         "amqp"
     }
 
+    // One channel with confirms: the broker keeps publish order.
+    fn batch_order(&self) -> crate::BatchOrder {
+        crate::BatchOrder::Sequential
+    }
+
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let mut link = self.link.lock().await;
         if link

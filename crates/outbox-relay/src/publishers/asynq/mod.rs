@@ -109,6 +109,11 @@ impl Publisher for AsynqPublisher {
         "asynq"
     }
 
+    // Pipelined commands on one connection, applied in order.
+    fn batch_order(&self) -> crate::BatchOrder {
+        crate::BatchOrder::Sequential
+    }
+
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         if batch.is_empty() {
             return Vec::new();

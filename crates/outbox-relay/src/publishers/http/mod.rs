@@ -98,6 +98,11 @@ impl Publisher for HttpPublisher {
         "http"
     }
 
+    // Requests go out in parallel and may overtake each other.
+    fn batch_order(&self) -> crate::BatchOrder {
+        crate::BatchOrder::Concurrent
+    }
+
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         // Collected first: a lazy `map` here trips rustc's Send inference
         // for the trait's `impl Future + Send` (rust-lang/rust#110338).

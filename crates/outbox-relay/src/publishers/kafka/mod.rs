@@ -149,6 +149,11 @@ impl Publisher for KafkaPublisher {
         "kafka"
     }
 
+    // The idempotent producer keeps order per partition, and the key (the aggregate id) picks the partition.
+    fn batch_order(&self) -> crate::BatchOrder {
+        crate::BatchOrder::Sequential
+    }
+
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let producer = self.current();
         let bodies: Vec<String> = batch.iter().map(|m| m.payload.to_string()).collect();

@@ -257,6 +257,11 @@ impl Publisher for MqttPublisher {
         "mqtt"
     }
 
+    // QoS 1 publishes may be retransmitted out of order.
+    fn batch_order(&self) -> crate::BatchOrder {
+        crate::BatchOrder::Concurrent
+    }
+
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let mut guard = self.session.lock().await;
         // A loss while idle (broker restart) shows up as an error queued

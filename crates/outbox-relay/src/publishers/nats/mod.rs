@@ -149,6 +149,11 @@ impl Publisher for NatsPublisher {
         "nats"
     }
 
+    // Published in order on one connection; acks awaited after.
+    fn batch_order(&self) -> crate::BatchOrder {
+        crate::BatchOrder::Sequential
+    }
+
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let js = match self.context().await {
             Ok(js) => js,

@@ -101,6 +101,11 @@ impl Publisher for PostgresPublisher {
         "postgres"
     }
 
+    // One INSERT for the whole batch: all of it or none.
+    fn batch_order(&self) -> crate::BatchOrder {
+        crate::BatchOrder::Atomic
+    }
+
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         match self.insert(batch).await {
             Ok(()) => vec![Ok(()); batch.len()],

@@ -97,6 +97,11 @@ impl Publisher for RedisPublisher {
         "redis"
     }
 
+    // Pipelined XADDs on one connection, applied in order.
+    fn batch_order(&self) -> crate::BatchOrder {
+        crate::BatchOrder::Sequential
+    }
+
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         if batch.is_empty() {
             return Vec::new();

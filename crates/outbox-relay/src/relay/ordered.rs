@@ -1,0 +1,200 @@
+//! The relay's side of per-aggregate order: its registration and bucket
+//! leases, claims serialized and admitted against the gates, and the checks
+//! that keep the gates true (see `order.rs` for the rules).
+
+use super::order::Gates;
+use super::Relay;
+use crate::publisher::Publisher;
+use crate::store::{BucketSet, ClaimParams, Claimed, OrderFilter, BUCKETS};
+use crate::Result;
+use std::time::Instant;
+
+/// Per-aggregate order state of one relay.
+#[derive(Debug)]
+pub(crate) struct OrderCtl {
+    /// Random per process: a restart under the same relay id is a new
+    /// incarnation.
+    token: i64,
+    /// Held from a claim statement until its chains are admitted, and by
+    /// the heartbeat while the buckets owned change: one at a time.
+    turn: tokio::sync::Mutex<Turn>,
+    gates: std::sync::Mutex<Gates>,
+}
+
+/// What only the holder of the claim turn touches.
+#[derive(Debug, Default)]
+struct Turn {
+    /// Buckets owned whose held-back aggregates are loaded into the gates:
+    /// the claim filter's bucket map.
+    owned: BucketSet,
+    last_beat: Option<Instant>,
+    last_check: Option<Instant>,
+    /// Relays seen with the other mode, as last warned about.
+    other_modes: i64,
+}
+
+impl OrderCtl {
+    pub fn new() -> Self {
+        Self {
+            token: rand::random::<i64>(),
+            turn: Default::default(),
+            gates: Default::default(),
+        }
+    }
+
+    /// The gates (never held across an await).
+    pub fn gates(&self) -> std::sync::MutexGuard<'_, Gates> {
+        // Bookkeeping only: a panic elsewhere leaves it usable.
+        self.gates.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<P: Publisher> Relay<P> {
+    /// Claims under the claim turn, then admits the rows against the gates:
+    /// returns the claim and the ids that must not be published now.
+    pub(super) async fn claim_in_order(
+        &self,
+        ctl: &OrderCtl,
+        params: ClaimParams<'_>,
+    ) -> Result<(Claimed, Vec<i64>)> {
+        let mut turn = ctl.turn.lock().await;
+        self.maintain_order(ctl, &mut turn).await?;
+        if turn.owned.is_empty() {
+            return Ok((Claimed::default(), Vec::new()));
+        }
+        let held = ctl.gates().held();
+        let owned = (turn.owned.len() < BUCKETS).then_some(&turn.owned);
+        let claimed = self
+            .store
+            .claim_messages(ClaimParams {
+                ordered: Some(OrderFilter {
+                    token: ctl.token,
+                    owned,
+                    held: &held,
+                }),
+                ..params
+            })
+            .await;
+        let claimed = match claimed {
+            Ok(c) => c,
+            Err(e) => {
+                // The claim may have committed with its answer lost: rows of
+                // ours in flight that the gates do not know. Reload every
+                // bucket before the next claim.
+                turn.owned = BucketSet::default();
+                turn.last_beat = None;
+                return Err(e);
+            }
+        };
+        let mut rows: Vec<(i64, i64)> = claimed.keys.iter().map(|(id, k)| (*id, *k)).collect();
+        rows.sort_unstable();
+        let admitted = ctl.gates().admit(&rows);
+        Ok((claimed, admitted.rejected))
+    }
+
+    /// The heartbeat when due (a third of the bucket lease): renews the
+    /// registration, takes or gives back buckets, and loads what the
+    /// buckets taken over hold back; then, every sweep interval, checks
+    /// that the heads the gates wait for are still live.
+    async fn maintain_order(&self, ctl: &OrderCtl, turn: &mut Turn) -> Result<()> {
+        let every = self.config.bucket_lease / 3;
+        if turn.last_beat.is_none_or(|at| at.elapsed() >= every) {
+            let beat = self
+                .store
+                .relay_heartbeat(
+                    &self.config.relay_id,
+                    ctl.token,
+                    self.config.ordering.as_str(),
+                    self.config.bucket_lease,
+                )
+                .await?;
+            if !beat.renewed {
+                // Registered anew: whatever this relay knew of its buckets
+                // may have changed under another owner.
+                turn.owned = BucketSet::default();
+                ctl.gates().forget(|_| false);
+            }
+            let lost = turn.owned.minus(&beat.owned);
+            if !lost.is_empty() {
+                ctl.gates()
+                    .forget(|k| !lost.contains(BucketSet::of(k)));
+                turn.owned = turn.owned.minus(&lost);
+                tracing::info!(buckets = lost.len(), "gave buckets of aggregates to another relay");
+            }
+            let mut load = beat.owned.minus(&turn.owned);
+            for b in 0..BUCKETS {
+                if beat.gained.contains(b) {
+                    load.insert(b);
+                }
+            }
+            if !load.is_empty() {
+                let held = self.store.held_in_buckets(&load).await?;
+                ctl.gates().load(&held);
+                // Their rows may sit anywhere below the floor.
+                self.cursor().sweep_next();
+                tracing::info!(
+                    buckets = load.len(),
+                    owned = beat.owned.len(),
+                    held_back = held.len(),
+                    "took buckets of aggregates"
+                );
+            }
+            turn.owned = beat.owned;
+            turn.last_beat = Some(Instant::now());
+            if beat.other_modes != turn.other_modes {
+                turn.other_modes = beat.other_modes;
+                if beat.other_modes > 0 {
+                    tracing::warn!(
+                        relays = beat.other_modes,
+                        "relays with another ordering mode run on this schema: order per aggregate holds only among the messages this relay publishes"
+                    );
+                }
+            }
+        }
+        if turn
+            .last_check
+            .is_none_or(|at| at.elapsed() >= self.config.sweep_interval)
+        {
+            let heads = ctl.gates().heads();
+            if !heads.is_empty() {
+                let found = self.store.next_live(&heads).await?;
+                let now = self.clock.now();
+                for (key, was, lowest) in found {
+                    if let Some(id) = ctl.gates().moved(key, was, lowest) {
+                        self.cursor().released(id, now);
+                    }
+                }
+            }
+            turn.last_check = Some(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// Keeps the registration and buckets alive while pipelines are busy
+    /// publishing (claims also beat when due).
+    /// With ordering off the relay only registers, so that relays of the
+    /// other mode can warn about the mix.
+    pub(super) async fn beat(&self) -> Result<()> {
+        let mut turn = self.order.turn.lock().await;
+        self.maintain_order(&self.order, &mut turn).await
+    }
+
+    /// Leaves: the registration is removed and the buckets freed for the
+    /// other relays at once. [`Relay::run`] does it as it returns; call it
+    /// after the last [`Relay::run_once`] (or the buckets pass to the other
+    /// relays only when this one's bucket lease ends). Run it after every
+    /// claim has been settled.
+    pub async fn leave(&self) {
+        let turn = self.order.turn.lock().await;
+        if turn.last_beat.is_none() {
+            return;
+        }
+        if let Err(e) = self
+            .store
+            .relay_leave(&self.config.relay_id, self.order.token)
+            .await
+        {
+            tracing::warn!(error = %e, "could not free this relay's buckets; they pass to the other relays when its lease ends");
+        }
+    }
+}
