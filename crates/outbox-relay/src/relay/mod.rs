@@ -29,11 +29,11 @@ use crate::publisher::Publisher;
 use crate::retry::saturating_add_std;
 use crate::store::{ClaimParams, Lease, ReapParams, SettleParams, Settled, Store};
 use crate::{Message, Outcome, PublishError, Result};
-use ordered::OrderCtl;
-use std::collections::{BTreeMap, HashMap, HashSet};
 use breaker::Breaker;
 use futures_util::FutureExt;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use ordered::OrderCtl;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -252,11 +252,14 @@ impl<P: Publisher> Relay<P> {
             .into_iter()
             .filter(|(id, _)| !held.contains(id))
             .collect();
-        let (too_large, not_dead_lettered) = match self.dead_letter_too_large(&lease, &too_large).await
-        {
-            Ok(()) => (too_large.iter().map(|t| t.0).collect(), Vec::new()),
-            Err(why) => (Vec::new(), too_large.iter().map(|t| (t.0, why.clone())).collect()),
-        };
+        let (too_large, not_dead_lettered) =
+            match self.dead_letter_too_large(&lease, &too_large).await {
+                Ok(()) => (too_large.iter().map(|t| t.0).collect(), Vec::new()),
+                Err(why) => (
+                    Vec::new(),
+                    too_large.iter().map(|t| (t.0, why.clone())).collect(),
+                ),
+            };
         let messages: Vec<Message> = claimed
             .messages
             .into_iter()
@@ -523,9 +526,16 @@ impl<P: Publisher> Relay<P> {
             }
             _ => {
                 let mut first: HashMap<i64, i64> = HashMap::new();
-                let ids = p.sent.iter().copied().chain(batch.too_large.iter().copied());
+                let ids = p
+                    .sent
+                    .iter()
+                    .copied()
+                    .chain(batch.too_large.iter().copied());
                 let ids = ids.chain(p.failed.iter().map(|f| f.0));
-                for id in ids.chain(p.dead.iter().map(|d| d.0)).chain(p.released.iter().copied()) {
+                for id in ids
+                    .chain(p.dead.iter().map(|d| d.0))
+                    .chain(p.released.iter().copied())
+                {
                     if let Some(k) = key(id).filter(|k| chains.contains_key(k)) {
                         let f = first.entry(k).or_insert(id);
                         *f = (*f).min(id);

@@ -94,8 +94,7 @@ impl<P: Publisher> Relay<P> {
             let mut seen = HashSet::new();
             messages.iter().filter_map(key).any(|k| !seen.insert(k))
         };
-        if keys.is_empty() || !repeats || self.publisher.batch_order() != BatchOrder::Concurrent
-        {
+        if keys.is_empty() || !repeats || self.publisher.batch_order() != BatchOrder::Concurrent {
             return self.publish_all_but_refused(messages, refused).await;
         }
         let mut outcomes: Vec<Option<Outcome>> = vec![None; messages.len()];
