@@ -62,7 +62,11 @@ impl<P: Publisher> Relay<P> {
         if turn.owned.is_empty() {
             return Ok((Claimed::default(), Vec::new()));
         }
-        let held = ctl.gates().held();
+        let held = {
+            let mut gates = ctl.gates();
+            gates.claiming();
+            gates.held()
+        };
         let owned = (turn.owned.len() < BUCKETS).then_some(&turn.owned);
         let claimed = self
             .store
@@ -116,10 +120,12 @@ impl<P: Publisher> Relay<P> {
             }
             let lost = turn.owned.minus(&beat.owned);
             if !lost.is_empty() {
-                ctl.gates()
-                    .forget(|k| !lost.contains(BucketSet::of(k)));
+                ctl.gates().forget(|k| !lost.contains(BucketSet::of(k)));
                 turn.owned = turn.owned.minus(&lost);
-                tracing::info!(buckets = lost.len(), "gave buckets of aggregates to another relay");
+                tracing::info!(
+                    buckets = lost.len(),
+                    "gave buckets of aggregates to another relay"
+                );
             }
             let mut load = beat.owned.minus(&turn.owned);
             for b in 0..BUCKETS {
