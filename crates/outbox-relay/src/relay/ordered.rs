@@ -102,7 +102,7 @@ impl<P: Publisher> Relay<P> {
     /// that the heads the gates wait for are still live.
     async fn maintain_order(&self, ctl: &OrderCtl, turn: &mut Turn) -> Result<()> {
         let every = self.config.bucket_lease / 3;
-        if turn.last_beat.is_none_or(|at| at.elapsed() >= every) {
+        if turn.last_beat.map_or(true, |at| at.elapsed() >= every) {
             let beat = self
                 .store
                 .relay_heartbeat(
@@ -159,7 +159,7 @@ impl<P: Publisher> Relay<P> {
         }
         if turn
             .last_check
-            .is_none_or(|at| at.elapsed() >= self.config.sweep_interval)
+            .map_or(true, |at| at.elapsed() >= self.config.sweep_interval)
         {
             let heads = ctl.gates().heads();
             if !heads.is_empty() {

@@ -106,7 +106,7 @@ impl<P: Publisher> Relay<P> {
                 .filter(|&i| outcomes[i].is_none())
                 .filter(|&i| {
                     let k = key(&messages[i]);
-                    k.is_none_or(|k| !failed.contains(&k) && in_wave.insert(k))
+                    k.map_or(true, |k| !failed.contains(&k) && in_wave.insert(k))
                 })
                 .collect();
             if wave.is_empty() {
