@@ -221,18 +221,27 @@ impl<P: Publisher> Relay<P> {
                 .min(self.config.rate_limit.unwrap_or(u32::MAX) as usize),
             None => self.config.batch_size,
         };
-        let started = self.clock.now();
-        let from_id = self.cursor().next_from(started);
         let params = ClaimParams {
             limit: limit as i64,
             relay_id: &self.config.relay_id,
-            from_id,
+            from_id: cursor::FROM_ALL,
             max_batch_bytes: self.config.max_batch_bytes as i64,
             max_message_bytes: self.config.max_message_bytes as i64,
             ordered: None,
         };
-        let (claimed, held_back) = match self.config.ordering {
-            Ordering::None => (self.store.claim_messages(params).await?, Vec::new()),
+        // With ordering on, where the claim starts is read only once the
+        // claim turn is held and the buckets are up to date (see
+        // `claim_in_order`).
+        let (claimed, held_back, from_id, started) = match self.config.ordering {
+            Ordering::None => {
+                let started = self.clock.now();
+                let from_id = self.cursor().next_from(started);
+                let claimed = self
+                    .store
+                    .claim_messages(ClaimParams { from_id, ..params })
+                    .await?;
+                (claimed, Vec::new(), from_id, started)
+            }
             Ordering::Aggregate => self.claim_in_order(&self.order, params).await?,
         };
         if let (Some(range), Some(snapshot)) = (claimed.id_range(), claimed.snapshot) {
