@@ -302,3 +302,22 @@ async fn amq_queues_are_reserved_on_the_default_exchange() {
         assert!(e.contains(needle), "{url}: {e}");
     }
 }
+
+/// Per-aggregate order through the relay (batch 500, 4 pipelines): pika
+/// reads the queue, and each aggregate's messages come in id order.
+#[tokio::test]
+async fn keeps_aggregate_order() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let n = support::AGGREGATES * support::PER_AGGREGATE;
+    let reader = readback::amqp(&exchange, "#", n).await;
+    let _t =
+        support::relay_in_aggregate_order("amqp_order", publisher(&exchange, true), "orders").await;
+    let got: Vec<(String, i64)> = reader
+        .finish()
+        .await
+        .iter()
+        .map(|d| support::agg_and_n(&d["body"]))
+        .collect();
+    assert_eq!(got.len(), n);
+    support::assert_aggregate_order(&got);
+}

@@ -225,3 +225,43 @@ async fn the_secret_never_shows() {
         assert!(!text.contains(secret), "{text}");
     }
 }
+
+/// Webhooks go out in parallel, so with ordering on the relay sends an
+/// aggregate's messages one at a time (waves): with every answer delayed
+/// 50 ms so requests overlap, the receiver never has two requests of one
+/// aggregate in flight, and each aggregate's requests arrive in id order.
+#[tokio::test]
+async fn concurrent_publisher_sends_one_request_per_aggregate_at_a_time() {
+    let rx = Receiver::start().await;
+    rx.respond_all(Rule::delayed(200, Duration::from_millis(50)));
+    let started = std::time::Instant::now();
+    let _t =
+        support::relay_in_aggregate_order("http_order", publisher(&rx.url, &[]), "orders").await;
+    let n = support::AGGREGATES * support::PER_AGGREGATE;
+    // One aggregate's 40 requests one after the other: at least 40 x 50 ms.
+    assert!(started.elapsed() >= Duration::from_millis(40 * 50));
+    let got: Vec<(String, i64)> = rx
+        .received()
+        .iter()
+        .map(|r| support::agg_and_n(&r.json()["data"]))
+        .collect();
+    assert_eq!(got.len(), n, "one request per message");
+    support::assert_aggregate_order(&got);
+    let in_flight = rx.max_in_flight_per_aggregate();
+    assert_eq!(in_flight.len(), support::AGGREGATES);
+    for (agg, max) in in_flight {
+        assert_eq!(max, 1, "{agg:?} had {max} requests in flight at once");
+    }
+
+    // The control: handed a batch of one aggregate directly, the publisher
+    // itself sends in parallel, and the receiver sees it.
+    let rx = Receiver::start().await;
+    rx.respond_all(Rule::delayed(200, Duration::from_millis(50)));
+    let mut batch = messages(5, "orders");
+    batch
+        .iter_mut()
+        .for_each(|m| m.aggregate_id = "same".into());
+    assert_all_ok(&publisher(&rx.url, &[]).publish(&batch).await);
+    let max = rx.max_in_flight_per_aggregate()[&("order".to_owned(), "same".to_owned())];
+    assert!(max > 1, "the receiver counts overlapping requests ({max})");
+}

@@ -18,6 +18,8 @@ pub struct Rule {
     pub retry_after: Option<String>,
     /// Never answer (the client's timeout must fire).
     pub hang: bool,
+    /// Answer only after this long (requests overlap).
+    pub delay: Option<std::time::Duration>,
 }
 
 impl Rule {
@@ -27,6 +29,15 @@ impl Rule {
             status,
             retry_after: None,
             hang: false,
+            delay: None,
+        }
+    }
+
+    /// Answer `status` after `delay`.
+    pub fn delayed(status: u16, delay: std::time::Duration) -> Self {
+        Self {
+            delay: Some(delay),
+            ..Self::status(status)
         }
     }
 
@@ -77,6 +88,9 @@ struct Shared {
     rules: Mutex<HashMap<String, Rule>>,
     default: Mutex<Option<Rule>>,
     arrived: Notify,
+    /// Requests being answered now, and the most seen at once, per
+    /// aggregate (the CloudEvent's `aggregatetype` and `subject`).
+    in_flight: Mutex<HashMap<(String, String), (usize, usize)>>,
 }
 
 /// The server, on an ephemeral port of 127.0.0.1; stops when dropped.
@@ -147,6 +161,19 @@ impl Receiver {
         }
     }
 
+    /// The most requests of one aggregate (a structured CloudEvent's
+    /// `aggregatetype` and `subject`) that were in flight at once, per
+    /// aggregate seen.
+    pub fn max_in_flight_per_aggregate(&self) -> HashMap<(String, String), usize> {
+        self.shared
+            .in_flight
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, (_, max))| (k.clone(), *max))
+            .collect()
+    }
+
     /// What arrived, as `verify_webhooks` reads it.
     pub fn as_json(&self) -> serde_json::Value {
         serde_json::Value::Array(
@@ -196,14 +223,44 @@ async fn handle(
         .cloned()
         .or_else(|| shared.default.lock().unwrap().clone())
         .unwrap_or_else(|| Rule::status(200));
+    let aggregate = serde_json::from_str::<serde_json::Value>(&got.body)
+        .ok()
+        .and_then(|ce| {
+            let field = |k: &str| ce.get(k)?.as_str().map(str::to_owned);
+            Some((field("aggregatetype")?, field("subject")?))
+        });
+    if let Some(a) = &aggregate {
+        let mut map = shared.in_flight.lock().unwrap();
+        let (now, max) = map.entry(a.clone()).or_default();
+        *now += 1;
+        *max = (*max).max(*now);
+    }
+    // Counted out when the answer goes, or when the client gives up.
+    let _done = InFlight(shared.clone(), aggregate);
     shared.received.lock().unwrap().push(got);
     shared.arrived.notify_waiters();
     if rule.hang {
         std::future::pending::<()>().await;
     }
+    if let Some(d) = rule.delay {
+        tokio::time::sleep(d).await;
+    }
     let status = StatusCode::from_u16(rule.status).expect("valid status");
     match rule.retry_after {
         Some(v) => (status, [("retry-after", v)], "try later").into_response(),
         None => (status, "").into_response(),
+    }
+}
+
+/// One request of an aggregate in flight, until dropped.
+struct InFlight(Arc<Shared>, Option<(String, String)>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(a) = &self.1 {
+            if let Some((now, _)) = self.0.in_flight.lock().unwrap().get_mut(a) {
+                *now -= 1;
+            }
+        }
     }
 }

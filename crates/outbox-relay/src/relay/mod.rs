@@ -29,11 +29,11 @@ use crate::publisher::Publisher;
 use crate::retry::saturating_add_std;
 use crate::store::{ClaimParams, Lease, ReapParams, SettleParams, Settled, Store};
 use crate::{Message, Outcome, PublishError, Result};
-use ordered::OrderCtl;
-use std::collections::{BTreeMap, HashMap, HashSet};
 use breaker::Breaker;
 use futures_util::FutureExt;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use ordered::OrderCtl;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
@@ -221,18 +221,27 @@ impl<P: Publisher> Relay<P> {
                 .min(self.config.rate_limit.unwrap_or(u32::MAX) as usize),
             None => self.config.batch_size,
         };
-        let started = self.clock.now();
-        let from_id = self.cursor().next_from(started);
         let params = ClaimParams {
             limit: limit as i64,
             relay_id: &self.config.relay_id,
-            from_id,
+            from_id: cursor::FROM_ALL,
             max_batch_bytes: self.config.max_batch_bytes as i64,
             max_message_bytes: self.config.max_message_bytes as i64,
             ordered: None,
         };
-        let (claimed, held_back) = match self.config.ordering {
-            Ordering::None => (self.store.claim_messages(params).await?, Vec::new()),
+        // With ordering on, where the claim starts is read only once the
+        // claim turn is held and the buckets are up to date (see
+        // `claim_in_order`).
+        let (claimed, held_back, from_id, started) = match self.config.ordering {
+            Ordering::None => {
+                let started = self.clock.now();
+                let from_id = self.cursor().next_from(started);
+                let claimed = self
+                    .store
+                    .claim_messages(ClaimParams { from_id, ..params })
+                    .await?;
+                (claimed, Vec::new(), from_id, started)
+            }
             Ordering::Aggregate => self.claim_in_order(&self.order, params).await?,
         };
         if let (Some(range), Some(snapshot)) = (claimed.id_range(), claimed.snapshot) {
@@ -252,11 +261,14 @@ impl<P: Publisher> Relay<P> {
             .into_iter()
             .filter(|(id, _)| !held.contains(id))
             .collect();
-        let (too_large, not_dead_lettered) = match self.dead_letter_too_large(&lease, &too_large).await
-        {
-            Ok(()) => (too_large.iter().map(|t| t.0).collect(), Vec::new()),
-            Err(why) => (Vec::new(), too_large.iter().map(|t| (t.0, why.clone())).collect()),
-        };
+        let (too_large, not_dead_lettered) =
+            match self.dead_letter_too_large(&lease, &too_large).await {
+                Ok(()) => (too_large.iter().map(|t| t.0).collect(), Vec::new()),
+                Err(why) => (
+                    Vec::new(),
+                    too_large.iter().map(|t| (t.0, why.clone())).collect(),
+                ),
+            };
         let messages: Vec<Message> = claimed
             .messages
             .into_iter()
@@ -523,9 +535,16 @@ impl<P: Publisher> Relay<P> {
             }
             _ => {
                 let mut first: HashMap<i64, i64> = HashMap::new();
-                let ids = p.sent.iter().copied().chain(batch.too_large.iter().copied());
+                let ids = p
+                    .sent
+                    .iter()
+                    .copied()
+                    .chain(batch.too_large.iter().copied());
                 let ids = ids.chain(p.failed.iter().map(|f| f.0));
-                for id in ids.chain(p.dead.iter().map(|d| d.0)).chain(p.released.iter().copied()) {
+                for id in ids
+                    .chain(p.dead.iter().map(|d| d.0))
+                    .chain(p.released.iter().copied())
+                {
                     if let Some(k) = key(id).filter(|k| chains.contains_key(k)) {
                         let f = first.entry(k).or_insert(id);
                         *f = (*f).min(id);

@@ -64,6 +64,15 @@ pub(crate) struct Gates {
     /// the other pipelines do not claim and release them batch after batch
     /// (one busy aggregate). Bounded; forgetting one only costs a release.
     hot: std::collections::HashSet<i64>,
+    /// Aggregates whose gate opened since the claim in progress was issued
+    /// ([`Self::claiming`]). The claim's snapshot predates that settle: it
+    /// may have passed over rows of the aggregate that were in flight then
+    /// (a batch of ours about to release them), so its rows of it are not
+    /// a chain from the head. They are released instead, and the aggregate
+    /// goes out from them at the next claim. This also keeps the order
+    /// oracle of docs/design/ordering.md §4.5 true: message k+1 is only
+    /// published by a claim that started after message k was settled.
+    opened: std::collections::HashSet<i64>,
 }
 
 /// Hot aggregates remembered.
@@ -98,6 +107,12 @@ impl Gates {
         out
     }
 
+    /// A claim is about to be issued (under the claim turn): gates that
+    /// open from now until its rows are admitted reject them.
+    pub fn claiming(&mut self) {
+        self.opened.clear();
+    }
+
     /// Admits a claim's rows, `(id, key)` in id order: per aggregate, its
     /// rows form a chain that is published only if it starts at the
     /// aggregate's lowest live message. Admitted chains close their gate.
@@ -106,30 +121,49 @@ impl Gates {
         // Per key: None = rejected, Some(upto) = admit ids up to upto.
         let mut verdict: HashMap<i64, Option<i64>> = HashMap::new();
         let mut last: HashMap<i64, i64> = HashMap::new();
+        // Per key, its lowest row rejected here.
+        let mut rejected: HashMap<i64, i64> = HashMap::new();
         for &(id, key) in rows {
-            let v = *verdict.entry(key).or_insert_with(|| match self.map.get(&key) {
-                None => Some(i64::MAX),
-                // A row at or below the head we know of is the head (or a
-                // lower one we did not know of, e.g. replayed): admit up to
-                // the head; later ones wait for it.
-                Some(Entry {
-                    gate: Gate::From(h),
-                    ..
-                }) if id <= *h => Some(*h),
-                Some(_) => None,
+            let v = *verdict.entry(key).or_insert_with(|| {
+                if self.opened.contains(&key) {
+                    return None;
+                }
+                match self.map.get(&key) {
+                    None => Some(i64::MAX),
+                    // A row at or below the head we know of is the head (or
+                    // a lower one we did not know of, e.g. replayed): admit
+                    // up to the head; later ones wait for it.
+                    Some(Entry {
+                        gate: Gate::From(h),
+                        ..
+                    }) if id <= *h => Some(*h),
+                    Some(_) => None,
+                }
             });
             match v {
                 Some(upto) if id <= upto => {
                     last.insert(key, id);
                 }
-                _ => out.rejected.push(id),
+                _ => {
+                    out.rejected.push(id);
+                    rejected.entry(key).or_insert(id);
+                }
             }
         }
         for (key, v) in verdict {
+            // Rows rejected here stay live, in flight until their release
+            // commits: a claim meanwhile skips them (locked) and could take
+            // the aggregate's rows after them as a chain. So the gate waits
+            // at the lowest of them once what is in flight is done.
+            let waiting = rejected.get(&key).copied();
             match (v, last.get(&key)) {
                 (Some(upto), Some(&l)) => {
                     let filtered = self.map.get(&key).is_some_and(|e| e.filtered);
-                    let resume = (upto != i64::MAX && l < upto).then_some(upto);
+                    let head = (upto != i64::MAX && l < upto).then_some(upto);
+                    let resume = match (head, waiting) {
+                        (Some(h), Some(w)) => Some(h.min(w)),
+                        (h, w) => h.or(w),
+                    };
                     self.map.insert(
                         key,
                         Entry {
@@ -143,18 +177,28 @@ impl Gates {
                     );
                 }
                 _ => {
-                    // More of an aggregate in flight here: hold it back in
-                    // SQL from now on rather than claim and release it.
-                    if let Some(Entry {
-                        gate: Gate::Closed { hot, .. },
-                        ..
-                    }) = self.map.get_mut(&key)
-                    {
-                        *hot = true;
-                        if self.hot.len() >= MAX_HOT {
-                            self.hot.clear();
+                    let Some(w) = waiting else { continue };
+                    match self.map.get_mut(&key) {
+                        // More of an aggregate in flight here: hold it back
+                        // in SQL from now on rather than claim and release it.
+                        Some(Entry {
+                            gate: Gate::Closed { hot, resume, .. },
+                            ..
+                        }) => {
+                            *hot = true;
+                            *resume = Some(resume.map_or(w, |r| r.min(w)));
+                            if self.hot.len() >= MAX_HOT {
+                                self.hot.clear();
+                            }
+                            self.hot.insert(key);
                         }
-                        self.hot.insert(key);
+                        Some(Entry {
+                            gate: Gate::From(h),
+                            ..
+                        }) if *h <= w => {}
+                        // Opened while the claim ran (or a lower row than
+                        // the head we knew): the rejected rows are the head.
+                        _ => self.hold(key, w),
                     }
                 }
             }
@@ -180,6 +224,7 @@ impl Gates {
     /// floor must go back to, if the filter passed rows of it over.
     pub fn open(&mut self, key: i64, last: i64) -> Option<i64> {
         let e = self.map.remove(&key)?;
+        self.opened.insert(key);
         if let Gate::Closed {
             resume: Some(head), ..
         } = e.gate
@@ -274,8 +319,22 @@ mod tests {
         let mut g = Gates::default();
         let a = g.admit(&[(1, A), (2, B), (3, A)]);
         assert!(a.rejected.is_empty());
-        assert_eq!(g.gate(A), Some(Gate::Closed { last: 3, hot: false, resume: None }));
-        assert_eq!(g.gate(B), Some(Gate::Closed { last: 2, hot: false, resume: None }));
+        assert_eq!(
+            g.gate(A),
+            Some(Gate::Closed {
+                last: 3,
+                hot: false,
+                resume: None
+            })
+        );
+        assert_eq!(
+            g.gate(B),
+            Some(Gate::Closed {
+                last: 2,
+                hot: false,
+                resume: None
+            })
+        );
         assert!(g.held().is_empty(), "cold chains are not filtered in SQL");
     }
 
@@ -285,14 +344,78 @@ mod tests {
         g.admit(&[(1, A), (2, A)]);
         let a = g.admit(&[(3, A), (4, B), (5, A)]);
         assert_eq!(a.rejected, vec![3, 5]);
-        assert_eq!(g.gate(A), Some(Gate::Closed { last: 2, hot: true, resume: None }));
+        assert_eq!(
+            g.gate(A),
+            Some(Gate::Closed {
+                last: 2,
+                hot: true,
+                resume: Some(3)
+            })
+        );
         assert_eq!(g.held(), vec![(A, i64::MIN)]);
-        // Sent: the floor goes back past the chain, where the filter skipped.
-        assert_eq!(g.open(A, 2), Some(3));
-        assert_eq!(g.gate(A), None);
+        // Sent: 3 and 5 are still live (being released), so the aggregate
+        // goes on from 3, not from whatever a claim finds next.
+        g.claiming();
+        assert_eq!(g.open(A, 2), None);
+        assert_eq!(g.gate(A), Some(Gate::From(3)));
+        assert_eq!(g.held(), vec![(A, 3)]);
         // Its next chain is held back in SQL from the start.
+        g.claiming();
         g.admit(&[(3, A)]);
-        assert_eq!(g.gate(A), Some(Gate::Closed { last: 3, hot: true, resume: None }));
+        assert_eq!(
+            g.gate(A),
+            Some(Gate::Closed {
+                last: 3,
+                hot: true,
+                resume: None
+            })
+        );
+        // Sent: the floor goes back past the chain, where the filter skipped.
+        assert_eq!(g.open(A, 3), Some(4));
+        assert_eq!(g.gate(A), None);
+    }
+
+    /// The race the two-relay test found: a chain of A in flight (1), a
+    /// second claim brings 3 and is rejected (3 is then in flight until its
+    /// release commits); 1 is sent and its gate opens; a third claim, which
+    /// skipped 3 (locked), brings 5. 5 must not go before 3.
+    #[test]
+    fn rows_rejected_while_a_chain_is_in_flight_are_not_overtaken() {
+        let mut g = Gates::default();
+        g.claiming();
+        g.admit(&[(1, A)]);
+        g.claiming();
+        assert_eq!(g.admit(&[(3, A)]).rejected, vec![3]);
+        assert_eq!(g.open(A, 1), None);
+        g.claiming();
+        assert_eq!(g.admit(&[(5, A)]).rejected, vec![5], "3 is the head");
+        assert_eq!(g.admit(&[(3, A), (5, A)]).rejected, vec![5]);
+    }
+
+    /// A gate that opens while a claim runs: the claim's snapshot predates
+    /// the settle, so its rows of the aggregate are released, and the
+    /// aggregate resumes from them.
+    #[test]
+    fn a_gate_opened_during_the_claim_rejects_its_rows() {
+        let mut g = Gates::default();
+        g.claiming();
+        g.admit(&[(1, A)]);
+        g.claiming();
+        g.open(A, 1);
+        let a = g.admit(&[(2, A), (3, A), (4, B)]);
+        assert_eq!(a.rejected, vec![2, 3]);
+        assert_eq!(g.gate(A), Some(Gate::From(2)));
+        assert_eq!(
+            g.gate(B),
+            Some(Gate::Closed {
+                last: 4,
+                hot: false,
+                resume: None
+            })
+        );
+        // The next claim admits them.
+        g.claiming();
+        assert!(g.admit(&[(2, A)]).rejected.is_empty());
     }
 
     #[test]
@@ -306,7 +429,14 @@ mod tests {
         assert_eq!(g.admit(&[(2, A), (3, A)]).rejected, vec![2, 3]);
         // The head, when due, is admitted alone.
         assert!(g.admit(&[(1, A)]).rejected.is_empty());
-        assert_eq!(g.gate(A), Some(Gate::Closed { last: 1, hot: false, resume: None }));
+        assert_eq!(
+            g.gate(A),
+            Some(Gate::Closed {
+                last: 1,
+                hot: false,
+                resume: None
+            })
+        );
         assert_eq!(g.open(A, 1), Some(2), "filtered while waiting");
     }
 
@@ -316,10 +446,20 @@ mod tests {
         g.hold(A, 5);
         let a = g.admit(&[(2, A), (5, A), (6, A)]);
         assert_eq!(a.rejected, vec![6]);
-        assert_eq!(g.gate(A), Some(Gate::Closed { last: 5, hot: false, resume: None }));
+        // 6 stays live (released behind the chain): the aggregate resumes there.
+        assert_eq!(
+            g.gate(A),
+            Some(Gate::Closed {
+                last: 5,
+                hot: false,
+                resume: Some(6)
+            })
+        );
         g.open(A, 5);
+        assert_eq!(g.gate(A), Some(Gate::From(6)));
         // Only a lower one: the known head waits again once it is done.
         g.hold(A, 5);
+        g.claiming();
         assert!(g.admit(&[(3, A)]).rejected.is_empty());
         assert_eq!(g.open(A, 3), None);
         assert_eq!(g.gate(A), Some(Gate::From(5)));
@@ -337,10 +477,24 @@ mod tests {
         let mut g = Gates::default();
         g.admit(&[(1, A)]);
         g.load(&[(A, 1), (B, 7)]);
-        assert_eq!(g.gate(A), Some(Gate::Closed { last: 1, hot: false, resume: None }));
+        assert_eq!(
+            g.gate(A),
+            Some(Gate::Closed {
+                last: 1,
+                hot: false,
+                resume: None
+            })
+        );
         assert_eq!(g.gate(B), Some(Gate::From(7)));
         g.forget(|_| false);
-        assert_eq!(g.gate(A), Some(Gate::Closed { last: 1, hot: false, resume: None }));
+        assert_eq!(
+            g.gate(A),
+            Some(Gate::Closed {
+                last: 1,
+                hot: false,
+                resume: None
+            })
+        );
         assert_eq!(g.gate(B), None);
     }
 
@@ -358,6 +512,13 @@ mod tests {
         // A stale answer (the gate changed meanwhile) is ignored.
         g.admit(&[(3, A)]);
         assert_eq!(g.moved(A, 3, None), None);
-        assert_eq!(g.gate(A), Some(Gate::Closed { last: 3, hot: false, resume: None }));
+        assert_eq!(
+            g.gate(A),
+            Some(Gate::Closed {
+                last: 3,
+                hot: false,
+                resume: None
+            })
+        );
     }
 }

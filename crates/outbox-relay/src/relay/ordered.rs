@@ -51,18 +51,33 @@ impl OrderCtl {
 
 impl<P: Publisher> Relay<P> {
     /// Claims under the claim turn, then admits the rows against the gates:
-    /// returns the claim and the ids that must not be published now.
+    /// returns the claim, the ids that must not be published now, and where
+    /// the claim started reading (`params.from_id` is ignored) and when.
+    ///
+    /// The start is read from the cursor only here, after the heartbeat: a
+    /// relay that has just taken buckets over must sweep from the first id
+    /// before any other claim, since its floor passed over their rows while
+    /// they were another relay's. A claim from the old floor would take
+    /// message k+1 of an aggregate whose message k (pending, or failed and
+    /// due, so not loaded into the gates) sits below it.
     pub(super) async fn claim_in_order(
         &self,
         ctl: &OrderCtl,
         params: ClaimParams<'_>,
-    ) -> Result<(Claimed, Vec<i64>)> {
+    ) -> Result<(Claimed, Vec<i64>, i64, chrono::DateTime<chrono::Utc>)> {
         let mut turn = ctl.turn.lock().await;
         self.maintain_order(ctl, &mut turn).await?;
+        let started = self.clock.now();
         if turn.owned.is_empty() {
-            return Ok((Claimed::default(), Vec::new()));
+            return Ok((Claimed::default(), Vec::new(), params.from_id, started));
         }
-        let held = ctl.gates().held();
+        let from_id = self.cursor().next_from(started);
+        let params = ClaimParams { from_id, ..params };
+        let held = {
+            let mut gates = ctl.gates();
+            gates.claiming();
+            gates.held()
+        };
         let owned = (turn.owned.len() < BUCKETS).then_some(&turn.owned);
         let claimed = self
             .store
@@ -89,7 +104,7 @@ impl<P: Publisher> Relay<P> {
         let mut rows: Vec<(i64, i64)> = claimed.keys.iter().map(|(id, k)| (*id, *k)).collect();
         rows.sort_unstable();
         let admitted = ctl.gates().admit(&rows);
-        Ok((claimed, admitted.rejected))
+        Ok((claimed, admitted.rejected, from_id, started))
     }
 
     /// The heartbeat when due (a third of the bucket lease): renews the
@@ -98,7 +113,7 @@ impl<P: Publisher> Relay<P> {
     /// that the heads the gates wait for are still live.
     async fn maintain_order(&self, ctl: &OrderCtl, turn: &mut Turn) -> Result<()> {
         let every = self.config.bucket_lease / 3;
-        if turn.last_beat.is_none_or(|at| at.elapsed() >= every) {
+        if turn.last_beat.map_or(true, |at| at.elapsed() >= every) {
             let beat = self
                 .store
                 .relay_heartbeat(
@@ -116,10 +131,12 @@ impl<P: Publisher> Relay<P> {
             }
             let lost = turn.owned.minus(&beat.owned);
             if !lost.is_empty() {
-                ctl.gates()
-                    .forget(|k| !lost.contains(BucketSet::of(k)));
+                ctl.gates().forget(|k| !lost.contains(BucketSet::of(k)));
                 turn.owned = turn.owned.minus(&lost);
-                tracing::info!(buckets = lost.len(), "gave buckets of aggregates to another relay");
+                tracing::info!(
+                    buckets = lost.len(),
+                    "gave buckets of aggregates to another relay"
+                );
             }
             let mut load = beat.owned.minus(&turn.owned);
             for b in 0..BUCKETS {
@@ -153,7 +170,7 @@ impl<P: Publisher> Relay<P> {
         }
         if turn
             .last_check
-            .is_none_or(|at| at.elapsed() >= self.config.sweep_interval)
+            .map_or(true, |at| at.elapsed() >= self.config.sweep_interval)
         {
             let heads = ctl.gates().heads();
             if !heads.is_empty() {

@@ -94,8 +94,7 @@ impl<P: Publisher> Relay<P> {
             let mut seen = HashSet::new();
             messages.iter().filter_map(key).any(|k| !seen.insert(k))
         };
-        if keys.is_empty() || !repeats || self.publisher.batch_order() != BatchOrder::Concurrent
-        {
+        if keys.is_empty() || !repeats || self.publisher.batch_order() != BatchOrder::Concurrent {
             return self.publish_all_but_refused(messages, refused).await;
         }
         let mut outcomes: Vec<Option<Outcome>> = vec![None; messages.len()];
@@ -107,7 +106,7 @@ impl<P: Publisher> Relay<P> {
                 .filter(|&i| outcomes[i].is_none())
                 .filter(|&i| {
                     let k = key(&messages[i]);
-                    k.is_none_or(|k| !failed.contains(&k) && in_wave.insert(k))
+                    k.map_or(true, |k| !failed.contains(&k) && in_wave.insert(k))
                 })
                 .collect();
             if wave.is_empty() {

@@ -267,7 +267,9 @@ impl Store {
                 client.query(&stmt, &params).await?
             }
             Some(o) => {
-                let stmt = client.prepare_cached(&self.q.claim_ordered_filtered).await?;
+                let stmt = client
+                    .prepare_cached(&self.q.claim_ordered_filtered)
+                    .await?;
                 let owned = o.owned.map(BucketSet::as_bytes);
                 let (keys, heads): (Vec<i64>, Vec<i64>) = o.held.iter().copied().unzip();
                 let mut params = base.to_vec();

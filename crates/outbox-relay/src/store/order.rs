@@ -129,7 +129,10 @@ impl Store {
         let client = self.client().await?;
         let (keys, ids): (Vec<i64>, Vec<i64>) = heads.iter().copied().unzip();
         let rows = client.query(&self.q.next_live, &[&keys, &ids]).await?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1), r.get(2))).collect())
+        Ok(rows
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect())
     }
 }
 

@@ -53,3 +53,106 @@ pub fn by_event_id<'a>(batch: &'a [Message], id: &str) -> &'a Message {
         .find(|m| m.event_id.to_string() == id)
         .unwrap_or_else(|| panic!("no message with event_id {id}"))
 }
+
+/// Aggregates in [`relay_in_aggregate_order`].
+pub const AGGREGATES: usize = 50;
+/// Messages per aggregate in [`relay_in_aggregate_order`].
+pub const PER_AGGREGATE: usize = 40;
+
+/// Enqueues [`AGGREGATES`] × [`PER_AGGREGATE`] messages on `topic`, the
+/// aggregates interleaved (`{"agg": "agg-<a>", "n": <n>}`, n rising with
+/// the id in each aggregate), and relays them with ordering on: one relay,
+/// 4 pipelines, batch 500, so batches carry long chains of an aggregate
+/// and pipelines race for the same aggregates. Returns once every message
+/// is sent (none dead); the schema is returned to keep it until the test
+/// ends.
+pub async fn relay_in_aggregate_order<P: outbox_relay::Publisher>(
+    label: &str,
+    publisher: P,
+    topic: &str,
+) -> outbox_testkit::TestSchema {
+    use std::time::{Duration, Instant};
+    let t = outbox_testkit::TestSchema::new(label).await;
+    let msgs: Vec<outbox::NewMessage> = (0..PER_AGGREGATE)
+        .flat_map(|n| {
+            (0..AGGREGATES).map(move |a| {
+                let agg = format!("agg-{a}");
+                outbox::NewMessage::new(
+                    "order.changed",
+                    "order",
+                    agg.clone(),
+                    &json!({"agg": agg, "n": n}),
+                )
+                .unwrap()
+                .topic(topic)
+            })
+        })
+        .collect();
+    let client = t.pool.get().await.unwrap();
+    outbox::Outbox::with_schema(t.schema.clone())
+        .enqueue_many(&**client, &msgs)
+        .await
+        .unwrap();
+    let store = outbox_relay::Store::new(outbox_testkit::pool(8), t.schema.clone());
+    let config = outbox_relay::RelayConfig {
+        batch_size: 500,
+        concurrency: 4,
+        notify: false,
+        idle_sleep: Duration::from_millis(20),
+        ..Default::default()
+    };
+    let relay = outbox_relay::Relay::new(store, publisher, config).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let began = Instant::now();
+    let wait = async {
+        while outbox_testkit::ordering::live_messages(&t).await > 0 {
+            if began.elapsed() > Duration::from_secs(120) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        stop.cancel();
+    };
+    let (ran, ()) = tokio::join!(relay.run(stop.clone()), wait);
+    ran.unwrap();
+    let sent = t.count("SELECT count(*) FROM {schema}.messages_sent").await;
+    assert_eq!(
+        sent as usize,
+        AGGREGATES * PER_AGGREGATE,
+        "all sent within 120 s, none dead"
+    );
+    assert_eq!(outbox_testkit::ordering::sent_order_violations(&t).await, 0);
+    t
+}
+
+/// `(aggregate, n)` from a delivered payload of [`relay_in_aggregate_order`].
+pub fn agg_and_n(payload: &serde_json::Value) -> (String, i64) {
+    (
+        payload["agg"].as_str().expect("agg").to_owned(),
+        payload["n"].as_i64().expect("n"),
+    )
+}
+
+/// Per aggregate, the first occurrences of its messages came in order and
+/// every message arrived: what a consumer of [`relay_in_aggregate_order`]
+/// must see.
+pub fn assert_aggregate_order(got: &[(String, i64)]) {
+    let bad = outbox_testkit::ordering::first_deliveries_out_of_order(got);
+    assert!(bad.is_empty(), "aggregates out of order: {bad:?}");
+    let mut per: std::collections::HashMap<&str, std::collections::HashSet<i64>> =
+        Default::default();
+    for (a, n) in got {
+        per.entry(a.as_str()).or_default().insert(*n);
+    }
+    assert_eq!(per.len(), AGGREGATES, "every aggregate arrived");
+    for (a, ns) in per {
+        assert_eq!(ns.len(), PER_AGGREGATE, "every message of {a} arrived");
+    }
+}
+
+/// As [`assert_aggregate_order`], for the aggregates that are there only
+/// (one Kafka partition).
+pub fn assert_aggregate_order_in(got: &[(String, i64)]) {
+    let bad = outbox_testkit::ordering::first_deliveries_out_of_order(got);
+    assert!(bad.is_empty(), "aggregates out of order: {bad:?}");
+}

@@ -1,0 +1,837 @@
+//! Per-aggregate order (issue 12, docs/design/ordering.md §5): message k+1
+//! of an aggregate is handed to the publisher only after message k is sent
+//! or dead, through retries, releases, several pipelines and several
+//! relays. In-process relays on a fresh schema each; the order oracle is
+//! `outbox_testkit::ordering`.
+
+use outbox::{sql::Queries, NewMessage, Outbox};
+use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::relay::Ordering;
+use outbox_relay::store::{BucketSet, ClaimParams, OrderFilter, ReplayParams, BUCKETS};
+use outbox_relay::{
+    BatchOrder, ErrorClass, Message, Outcome, PublishError, Publisher, Relay, RelayConfig,
+    RetryPolicy, Store,
+};
+use outbox_testkit::ordering::{
+    first_deliveries_out_of_order, live_messages, sent_order_violations,
+};
+use outbox_testkit::TestSchema;
+use serde_json::json;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+/// Every message handed over for delivery, `(aggregate, id)`, in order.
+type Log = Arc<Mutex<Vec<(String, i64)>>>;
+
+/// The PostgreSQL sink behind a publisher that keeps batch order
+/// (`Sequential` by default) and fails what the test tells it to. After a
+/// failure of message k, it sends nothing more of k's aggregate in that
+/// batch, as the `Sequential` contract says. Every message it hands to the
+/// sink is logged first.
+struct Scripted {
+    inner: PostgresPublisher,
+    order: BatchOrder,
+    /// Message id → (class, failures left).
+    fail: Mutex<HashMap<i64, (ErrorClass, u32)>>,
+    /// `(seed, percent)`: each attempt of each message fails retryably with
+    /// this probability, decided by a hash of (seed, id, attempt).
+    random: Option<(u64, u64)>,
+    /// While set, `publish` does not return (a paused relay).
+    hang: AtomicBool,
+    log: Log,
+}
+
+impl Scripted {
+    fn new(t: &TestSchema, log: &Log) -> Self {
+        Self {
+            inner: PostgresPublisher::new(
+                t.pool.clone(),
+                Arc::new(Queries::new(&t.schema)),
+                "scripted",
+            ),
+            order: BatchOrder::Sequential,
+            fail: Mutex::default(),
+            random: None,
+            hang: AtomicBool::new(false),
+            log: log.clone(),
+        }
+    }
+
+    fn failing(self, id: i64, class: ErrorClass, times: u32) -> Self {
+        self.fail.lock().unwrap().insert(id, (class, times));
+        self
+    }
+
+    fn failure(&self, m: &Message) -> Option<PublishError> {
+        if let Some((class, left)) = self.fail.lock().unwrap().get_mut(&m.id) {
+            if *left > 0 {
+                *left -= 1;
+                return Some(match class {
+                    ErrorClass::Retryable => PublishError::retryable(format!("injected: {}", m.id)),
+                    ErrorClass::Permanent => PublishError::permanent(format!("injected: {}", m.id)),
+                });
+            }
+        }
+        let (seed, percent) = self.random?;
+        let h = splitmix(seed ^ (m.id as u64).wrapping_mul(0x9E37) ^ ((m.attempts as u64) << 48));
+        (h % 100 < percent)
+            .then(|| PublishError::retryable(format!("injected at random: {}", m.id)))
+    }
+}
+
+fn aggregate(m: &Message) -> String {
+    format!("{}/{}", m.aggregate_type, m.aggregate_id)
+}
+
+impl Publisher for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        while self.hang.load(AtomicOrdering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut out: Vec<Outcome> = Vec::with_capacity(batch.len());
+        let mut stopped: HashSet<String> = HashSet::new();
+        let mut send = Vec::new();
+        for (i, m) in batch.iter().enumerate() {
+            let agg = aggregate(m);
+            if self.order == BatchOrder::Sequential && stopped.contains(&agg) {
+                out.push(Err(PublishError::retryable(
+                    "not sent: an earlier message of its aggregate failed",
+                )));
+                continue;
+            }
+            match self.failure(m) {
+                Some(e) => {
+                    stopped.insert(agg);
+                    out.push(Err(e));
+                }
+                None => {
+                    send.push(i);
+                    out.push(Ok(()));
+                }
+            }
+        }
+        if send.is_empty() {
+            return out;
+        }
+        let msgs: Vec<Message> = send.iter().map(|&i| batch[i].clone()).collect();
+        self.log
+            .lock()
+            .unwrap()
+            .extend(msgs.iter().map(|m| (aggregate(m), m.id)));
+        for (i, o) in send.into_iter().zip(self.inner.publish(&msgs).await) {
+            out[i] = o;
+        }
+        out
+    }
+
+    async fn check(&self) -> Result<(), PublishError> {
+        self.inner.check().await
+    }
+
+    fn batch_order(&self) -> BatchOrder {
+        self.order
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+fn config(relay_id: &str, backoff: Duration) -> RelayConfig {
+    RelayConfig {
+        relay_id: relay_id.to_owned(),
+        concurrency: 1,
+        retry: RetryPolicy {
+            schedule: vec![backoff],
+            jitter: 0.0,
+            max_attempts: 100,
+        },
+        ..RelayConfig::default()
+    }
+}
+
+fn relay(t: &TestSchema, p: Scripted, config: RelayConfig) -> Relay<Arc<Scripted>> {
+    Relay::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        Arc::new(p),
+        config,
+    )
+    .unwrap()
+}
+
+/// Enqueues one message per `(aggregate id, n)`, in this order, aggregate
+/// type `order`; returns the ids.
+async fn enqueue(t: &TestSchema, rows: &[(String, i64)]) -> Vec<i64> {
+    let outbox = Outbox::with_schema(t.schema.clone());
+    let client = t.pool.get().await.unwrap();
+    let msgs: Vec<NewMessage> = rows
+        .iter()
+        .map(|(agg, n)| {
+            NewMessage::new(
+                "order.changed",
+                "order",
+                agg.clone(),
+                &json!({"agg": agg, "n": n}),
+            )
+            .unwrap()
+            .topic("orders")
+        })
+        .collect();
+    let mut ids = Vec::with_capacity(rows.len());
+    for chunk in msgs.chunks(1000) {
+        let got = outbox.enqueue_many(&**client, chunk).await.unwrap();
+        ids.extend(got.iter().map(|e| e.id));
+    }
+    ids
+}
+
+fn of(agg: &str, n: usize) -> Vec<(String, i64)> {
+    (0..n as i64).map(|i| (agg.to_owned(), i)).collect()
+}
+
+/// The ids the publisher handed over for `agg` (aggregate id), in order.
+fn delivered(log: &Log, agg: &str) -> Vec<i64> {
+    let want = format!("order/{agg}");
+    log.lock()
+        .unwrap()
+        .iter()
+        .filter(|(a, _)| *a == want)
+        .map(|(_, id)| *id)
+        .collect()
+}
+
+/// Runs passes until the hot table holds no live row, or panics after
+/// `within`; returns the passes run.
+async fn drain<P: Publisher>(t: &TestSchema, r: &Relay<P>, within: Duration) -> usize {
+    let start = Instant::now();
+    let mut passes = 0;
+    while live_messages(t).await > 0 {
+        assert!(start.elapsed() < within, "not drained after {within:?}");
+        passes += 1;
+        if r.run_once().await.unwrap().claimed == 0 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    passes
+}
+
+async fn row(t: &TestSchema, id: i64) -> (String, i32, Option<String>) {
+    let client = t.pool.get().await.unwrap();
+    let sql = format!(
+        "SELECT status, attempts, last_error FROM {}.all_messages WHERE id = $1",
+        t.schema.quoted()
+    );
+    let r = client.query_one(&sql, &[&id]).await.unwrap();
+    (r.get(0), r.get(1), r.get(2))
+}
+
+#[tokio::test]
+async fn a_retried_message_is_not_overtaken() {
+    let t = TestSchema::new("ord_retry").await;
+    let log = Log::default();
+    let ids = enqueue(&t, &of("A", 3)).await;
+    let (k, k1, k2) = (ids[0], ids[1], ids[2]);
+    let backoff = Duration::from_millis(1500);
+    let p = Scripted::new(&t, &log).failing(k, ErrorClass::Retryable, 1);
+    let r = relay(&t, p, config("r1", backoff));
+
+    let first = r.run_once().await.unwrap();
+    assert_eq!(
+        (first.claimed, first.failed, first.released),
+        (3, 1, 2),
+        "{first:?}"
+    );
+    assert_eq!(row(&t, k).await.0, "failed");
+    let failed_at = Instant::now();
+    // Until k is due, nothing of its aggregate may go: without order, k+1
+    // and k+2 (pending, attempts given back) would be claimed right away.
+    let mut passes = 0;
+    while failed_at.elapsed() < backoff - Duration::from_millis(400) {
+        let s = r.run_once().await.unwrap();
+        assert_eq!(s.claimed, 0, "pass {passes} before k is due claimed {s:?}");
+        passes += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(passes >= 3, "only {passes} passes before k was due");
+    assert!(delivered(&log, "A").is_empty());
+
+    drain(&t, &r, Duration::from_secs(20)).await;
+    assert_eq!(delivered(&log, "A"), vec![k, k1, k2]);
+    assert_eq!(
+        row(&t, k).await.1,
+        2,
+        "k: the failed attempt and the good one"
+    );
+    assert_eq!(
+        row(&t, k1).await.1,
+        1,
+        "k+1 spent no attempt being released"
+    );
+    assert_eq!(
+        row(&t, k2).await.1,
+        1,
+        "k+2 spent no attempt being released"
+    );
+    assert_eq!(sent_order_violations(&t).await, 0);
+}
+
+#[tokio::test]
+async fn a_failure_inside_a_batch_releases_the_followers() {
+    let t = TestSchema::new("ord_batch_fail").await;
+    let log = Log::default();
+    let rows: Vec<(String, i64)> = [
+        ("B", 0),
+        ("A", 0),
+        ("C", 0),
+        ("A", 1),
+        ("B", 1),
+        ("A", 2),
+        ("C", 1),
+    ]
+    .iter()
+    .map(|(a, n)| (a.to_string(), *n))
+    .collect();
+    let ids = enqueue(&t, &rows).await;
+    let (k, k1, k2) = (ids[1], ids[3], ids[5]);
+    let p = Scripted::new(&t, &log).failing(k, ErrorClass::Retryable, 1);
+    let r = relay(&t, p, config("r1", Duration::from_millis(300)));
+
+    let s = r.run_once().await.unwrap();
+    assert_eq!(s.claimed, 7, "one batch carries all three of A: {s:?}");
+    assert_eq!((s.marked_sent, s.failed, s.released), (4, 1, 2), "{s:?}");
+    let (status, attempts, error) = row(&t, k).await;
+    assert_eq!((status.as_str(), attempts), ("failed", 1));
+    assert!(error.unwrap().contains("injected"));
+    for id in [k1, k2] {
+        let (status, attempts, error) = row(&t, id).await;
+        assert_eq!((status.as_str(), attempts), ("pending", 0), "row {id}");
+        let error = error.unwrap_or_default();
+        assert!(error.contains("held back"), "row {id}: {error}");
+    }
+    for i in [0, 2, 4, 6] {
+        assert_eq!(row(&t, ids[i]).await.0, "sent", "other aggregates go");
+    }
+
+    drain(&t, &r, Duration::from_secs(20)).await;
+    assert_eq!(delivered(&log, "A"), vec![k, k1, k2]);
+    assert_eq!(delivered(&log, "B"), vec![ids[0], ids[4]]);
+    assert!(first_deliveries_out_of_order(&log.lock().unwrap()).is_empty());
+    assert_eq!(sent_order_violations(&t).await, 0);
+}
+
+#[tokio::test]
+async fn a_dead_message_unblocks_its_aggregate() {
+    let t = TestSchema::new("ord_dead").await;
+    let log = Log::default();
+    let ids = enqueue(&t, &of("A", 3)).await;
+    let (k, k1, k2) = (ids[0], ids[1], ids[2]);
+    let p = Scripted::new(&t, &log).failing(k, ErrorClass::Permanent, u32::MAX);
+    let r = relay(&t, p, config("r1", Duration::from_secs(3600)));
+
+    let s = r.run_once().await.unwrap();
+    assert_eq!((s.claimed, s.dead, s.released), (3, 1, 2), "{s:?}");
+    assert_eq!(row(&t, k).await.0, "dead");
+    // Dead unblocks: the next passes send the rest at once (the head, k+1,
+    // first: the filter lets the released chain through from its head, so
+    // k+2 may take one more claim), with nothing to wait for.
+    for pass in 1..=2 {
+        let s = r.run_once().await.unwrap();
+        assert!(s.marked_sent >= 1, "pass {pass} sent nothing: {s:?}");
+        if live_messages(&t).await == 0 {
+            break;
+        }
+    }
+    assert_eq!(delivered(&log, "A"), vec![k1, k2]);
+    assert_eq!((row(&t, k1).await.1, row(&t, k2).await.1), (1, 1));
+    assert_eq!(live_messages(&t).await, 0);
+}
+
+/// What replay order means. A replayed message is published after every
+/// message of its aggregate already sent or in flight when it was
+/// replayed. It goes before those of its aggregate still waiting once the
+/// relay owning the aggregate knows of it: at once when the relay holds the
+/// aggregate back itself (here: the followers of the dead message were
+/// released by this relay, so its gate waits at k+1 and admits the lower
+/// replayed k as the head); otherwise only after a sweep of the claim floor
+/// reaches it, within `sweep_interval` (no NOTIFY on replay yet), and
+/// waiting messages claimed before that sweep may go first.
+#[tokio::test]
+async fn replay_puts_the_message_back_at_the_head() {
+    let t = TestSchema::new("ord_replay").await;
+    let log = Log::default();
+    let mut rows = of("A", 3);
+    rows.push(("B".into(), 0));
+    let ids = enqueue(&t, &rows).await;
+    let (k, k1, k2) = (ids[0], ids[1], ids[2]);
+    let p = Scripted::new(&t, &log).failing(k, ErrorClass::Permanent, 1);
+    let r = relay(&t, p, config("r1", Duration::from_secs(3600)));
+
+    let s = r.run_once().await.unwrap();
+    assert_eq!((s.dead, s.released, s.marked_sent), (1, 2, 1), "{s:?}");
+    let client = t.pool.get().await.unwrap();
+    let replayed = r
+        .store()
+        .replay_dead_messages(
+            &**client,
+            ReplayParams {
+                ids: Some(&[k]),
+                topic: None,
+                replayed_by: Some("test"),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(replayed, vec![k]);
+    drain(&t, &r, Duration::from_secs(20)).await;
+    assert_eq!(
+        delivered(&log, "A"),
+        vec![k, k1, k2],
+        "the replayed k went first"
+    );
+    assert_eq!(sent_order_violations(&t).await, 0);
+}
+
+#[tokio::test]
+async fn a_failing_aggregate_blocks_nothing_else() {
+    let t = TestSchema::new("ord_blocks_nothing").await;
+    let log = Log::default();
+    // A's rows first, so they sit at the claim floor; then the others.
+    let ids = enqueue(&t, &of("A", 5000)).await;
+    let others: Vec<(String, i64)> = (0..1000)
+        .map(|i| (format!("other-{}", i % 250), i))
+        .collect();
+    enqueue(&t, &others).await;
+    let p = Scripted::new(&t, &log).failing(ids[0], ErrorClass::Retryable, u32::MAX);
+    // A's head waits an hour: the clock never reaches its due time here.
+    let cfg = RelayConfig {
+        batch_size: 500,
+        ..config("r1", Duration::from_secs(3600))
+    };
+    let r = relay(&t, p, cfg);
+    let sent_others =
+        || t.count("SELECT count(*) FROM {schema}.messages_sent WHERE aggregate_id <> 'A'");
+    let mut passes = 0;
+    while sent_others().await < 1000 {
+        passes += 1;
+        assert!(passes <= 6, "the others were not all sent within 6 passes");
+        r.run_once().await.unwrap();
+    }
+    assert_eq!(row(&t, ids[0]).await.0, "failed");
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE aggregate_id = 'A' AND status = 'pending' AND attempts = 0")
+            .await,
+        4999,
+        "A waits behind its head, no attempt spent"
+    );
+    assert!(delivered(&log, "A").is_empty());
+    assert_eq!(sent_order_violations(&t).await, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Two relays, four pipelines each, random failures: the §4.5 race.
+
+struct Race {
+    /// Kept until the asserts ran: a failing test leaves it for inspection.
+    _t: TestSchema,
+    violations: i64,
+    out_of_order: Vec<String>,
+    elapsed: Duration,
+}
+
+/// 20,000 rows over 200 aggregates in runs of 5 consecutive ids, two
+/// relays with 4 pipelines each and a 1 s bucket lease, batch 50, 15 % of
+/// attempts failing retryably (seeded) with a 20 ms backoff. Relay a is
+/// paused (its publisher hangs) then stopped a third of the way through, so
+/// relay b takes its buckets, and started again later, so buckets move
+/// back.
+async fn race(ordering: Ordering) -> Race {
+    const AGGS: u64 = 200;
+    const RUNS: u64 = 4000;
+    const SEED: u64 = 0x0bde_4f12;
+    let t = TestSchema::new("ord_race").await;
+    let rows: Vec<(String, i64)> = (0..RUNS)
+        .flat_map(|r| {
+            let agg = format!("agg-{}", splitmix(SEED ^ r) % AGGS);
+            (0..5).map(move |i| (agg.clone(), (r * 5 + i) as i64))
+        })
+        .collect();
+    enqueue(&t, &rows).await;
+    let log = Log::default();
+    let publisher = || {
+        let mut p = Scripted::new(&t, &log);
+        p.random = Some((SEED, 15));
+        Arc::new(p)
+    };
+    let cfg = |id: &str| RelayConfig {
+        relay_id: id.to_owned(),
+        batch_size: 50,
+        concurrency: 4,
+        bucket_lease: Duration::from_secs(1),
+        idle_sleep: Duration::from_millis(20),
+        notify: false,
+        sweep_interval: Duration::from_millis(500),
+        shutdown_grace: Duration::from_millis(200),
+        retry: RetryPolicy {
+            schedule: vec![Duration::from_millis(20)],
+            jitter: 0.0,
+            max_attempts: 1000,
+        },
+        ordering,
+        ..RelayConfig::default()
+    };
+    let start = |id: &str, p: Arc<Scripted>| {
+        let store = Store::new(outbox_testkit::pool(8), t.schema.clone());
+        let r = Arc::new(Relay::new(store, p, cfg(id)).unwrap());
+        let stop = CancellationToken::new();
+        let task = tokio::spawn({
+            let (r, stop) = (r.clone(), stop.clone());
+            async move { r.run(stop).await }
+        });
+        (stop, task)
+    };
+    let began = Instant::now();
+    let sent = || t.count("SELECT count(*) FROM {schema}.messages_sent");
+    let wait_sent = |n: i64| async move {
+        while sent().await < n {
+            assert!(
+                began.elapsed() < Duration::from_secs(240),
+                "stuck below {n} sent"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    let pa = publisher();
+    let (stop_a, task_a) = start("relay-a", pa.clone());
+    let (stop_b, task_b) = start("relay-b", publisher());
+
+    wait_sent(6000).await;
+    // Pause relay a with batches in flight, then stop it: its claims are
+    // released at the end of the grace and its buckets freed, and b takes
+    // them over at its next heartbeat.
+    pa.hang.store(true, AtomicOrdering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop_a.cancel();
+    task_a.await.unwrap().unwrap();
+    let at = sent().await;
+    wait_sent(at + 3000).await;
+    // A new incarnation of a: b gives buckets back to it.
+    let (stop_a, task_a) = start("relay-a", publisher());
+    while live_messages(&t).await > 0 {
+        assert!(began.elapsed() < Duration::from_secs(240), "not drained");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let elapsed = began.elapsed();
+    stop_a.cancel();
+    stop_b.cancel();
+    task_a.await.unwrap().unwrap();
+    task_b.await.unwrap().unwrap();
+
+    assert_eq!(sent().await, 20_000, "every message sent, none dead");
+    // Each message reached the sink once (a batch caught mid-insert by the
+    // stop could repeat, at most one batch per pipeline of a).
+    let published = t
+        .count("SELECT count(*) FROM {schema}.published_events")
+        .await;
+    let distinct = t
+        .count("SELECT count(DISTINCT message_id) FROM {schema}.published_events")
+        .await;
+    assert_eq!(distinct, 20_000);
+    assert!(published - distinct <= 4 * 50, "{published} published");
+    let retried = t
+        .count("SELECT count(*) FROM {schema}.messages_sent WHERE attempts > 1")
+        .await;
+    assert!(retried > 1000, "failures were exercised: {retried} retried");
+    let shared = t
+        .count(
+            "SELECT count(*) FROM (SELECT aggregate_id FROM {schema}.messages_sent \
+              GROUP BY 1 HAVING count(DISTINCT locked_by) > 1) x",
+        )
+        .await;
+    assert!(shared > 0, "buckets moved between the relays");
+    let log = log.lock().unwrap().clone();
+    Race {
+        violations: sent_order_violations(&t).await,
+        out_of_order: first_deliveries_out_of_order(&log),
+        elapsed,
+        _t: t,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_relays_in_process_never_interleave_an_aggregate() {
+    let r = race(Ordering::Aggregate).await;
+    eprintln!("ordered race drained in {:?}", r.elapsed);
+    assert_eq!(r.violations, 0, "§4.5 oracle on messages_sent");
+    assert!(
+        r.out_of_order.is_empty(),
+        "first deliveries out of order: {:?}",
+        r.out_of_order
+    );
+}
+
+/// The negative control: the same race without order shows violations,
+/// so the oracle can fail and `none` really is unordered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ordering_none_is_today() {
+    let r = race(Ordering::None).await;
+    eprintln!(
+        "unordered race drained in {:?}: {} violations",
+        r.elapsed, r.violations
+    );
+    assert!(
+        r.violations > 0,
+        "the oracle found no violation without order"
+    );
+    assert!(
+        !r.out_of_order.is_empty(),
+        "first deliveries all in order without order"
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Buckets, SQL level.
+
+/// Owners of the buckets: relay id → buckets owned.
+async fn owners(t: &TestSchema) -> HashMap<String, i64> {
+    let client = t.pool.get().await.unwrap();
+    let sql = format!(
+        "SELECT owner, count(*) FROM {}.relay_buckets WHERE owner IS NOT NULL GROUP BY 1",
+        t.schema.quoted()
+    );
+    client
+        .query(&sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[tokio::test]
+async fn buckets_are_shared_fairly_between_one_two_and_three_relays() {
+    let t = TestSchema::new("ord_fair").await;
+    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let lease = Duration::from_secs(30);
+    let beat = |id: &'static str, token: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .relay_heartbeat(id, token, "aggregate", lease)
+                .await
+                .unwrap()
+        }
+    };
+    let b = beat("r1", 1).await;
+    assert!(!b.renewed, "first beat registers");
+    assert_eq!(
+        (b.owned.len(), b.gained.len()),
+        (BUCKETS, BUCKETS),
+        "alone, r1 owns all"
+    );
+    assert!(beat("r1", 1).await.renewed);
+
+    // A second relay gets nothing until r1 gives back its excess.
+    assert_eq!(beat("r2", 2).await.owned.len(), 0);
+    assert_eq!(beat("r1", 1).await.owned.len(), 512);
+    let b2 = beat("r2", 2).await;
+    assert_eq!((b2.owned.len(), b2.gained.len()), (512, 512));
+    assert_eq!(
+        owners(&t).await,
+        HashMap::from([("r1".into(), 512), ("r2".into(), 512)])
+    );
+
+    // A third: ceil(1024 / 3) = 342 each at most, all owned after a round.
+    beat("r3", 3).await;
+    for _ in 0..2 {
+        for (id, token) in [("r1", 1), ("r2", 2), ("r3", 3)] {
+            beat(id, token).await;
+        }
+    }
+    let o = owners(&t).await;
+    assert_eq!(o.values().sum::<i64>(), 1024, "{o:?}");
+    assert!(o.values().all(|n| (340..=342).contains(n)), "{o:?}");
+    // Repeated beats change nothing.
+    beat("r1", 1).await;
+    beat("r2", 2).await;
+    beat("r3", 3).await;
+    assert_eq!(owners(&t).await, o);
+
+    // Two leave: the last one takes everything back.
+    store.relay_leave("r2", 2).await.unwrap();
+    store.relay_leave("r3", 3).await.unwrap();
+    assert_eq!(beat("r1", 1).await.owned.len(), BUCKETS);
+}
+
+#[tokio::test]
+async fn a_relay_whose_registration_expired_claims_nothing() {
+    let t = TestSchema::new("ord_expired").await;
+    enqueue(&t, &of("A", 3)).await;
+    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let claim = |token: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_messages(ClaimParams {
+                    limit: 10,
+                    relay_id: "r1",
+                    from_id: i64::MIN,
+                    max_batch_bytes: i64::MAX,
+                    max_message_bytes: i64::MAX,
+                    ordered: Some(OrderFilter {
+                        token,
+                        owned: None,
+                        held: &[],
+                    }),
+                })
+                .await
+                .unwrap()
+        }
+    };
+    // Not registered at all: nothing.
+    assert!(claim(7).await.messages.is_empty());
+    // Registered with a short lease: another token (an earlier incarnation)
+    // claims nothing, ours claims.
+    store
+        .relay_heartbeat("r1", 7, "aggregate", Duration::from_millis(400))
+        .await
+        .unwrap();
+    assert!(claim(8).await.messages.is_empty());
+    let c = claim(7).await;
+    assert_eq!(c.messages.len(), 3, "a registered relay claims");
+    // Hand it back, then let the registration expire.
+    t.exec("UPDATE {schema}.messages SET status = 'pending', locked_by = NULL, locked_at = NULL")
+        .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        claim(7).await.messages.is_empty(),
+        "an expired registration fences the claim"
+    );
+}
+
+#[tokio::test]
+async fn a_takeover_waits_for_the_claim_of_the_expired_relay() {
+    let t = TestSchema::new("ord_fence").await;
+    let store = Store::new(t.pool.clone(), t.schema.clone());
+    store
+        .relay_heartbeat("old", 1, "aggregate", Duration::from_millis(300))
+        .await
+        .unwrap();
+    // A claim of "old" in progress holds its row FOR SHARE, as the claim
+    // statement does while it runs.
+    let mut client = t.pool.get().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    tx.execute(
+        &format!(
+            "SELECT 1 FROM {}.relays WHERE relay_id = 'old' FOR SHARE",
+            t.schema.quoted()
+        ),
+        &[],
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let takeover = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .relay_heartbeat("new", 2, "aggregate", Duration::from_secs(30))
+                .await
+                .unwrap()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !takeover.is_finished(),
+        "the takeover waits for the running claim"
+    );
+    tx.commit().await.unwrap();
+    let b = takeover.await.unwrap();
+    assert_eq!(b.owned.len(), BUCKETS, "then takes every bucket");
+    assert_eq!(owners(&t).await, HashMap::from([("new".into(), 1024)]));
+}
+
+#[tokio::test]
+async fn key_allowed_reads_the_bucket_from_the_aggregate_key() {
+    let t = TestSchema::new("ord_key_allowed").await;
+    let client = t.pool.get().await.unwrap();
+    let s = t.schema.quoted();
+    // Pinned: a change of hashtextextended (or of the key's text) would
+    // move every aggregate to another bucket.
+    for (agg_type, agg_id, key) in [
+        ("order", "1", -4_305_178_962_082_394_301_i64),
+        ("order", "ord-42", 8_928_155_695_810_825_411),
+        ("customer", "c-7", -7_682_094_474_083_158_886),
+        ("", "", 3_467_210_885_885_489_972),
+    ] {
+        let got: i64 = client
+            .query_one(
+                &format!("SELECT {s}.aggregate_key($1, $2)"),
+                &[&agg_type, &agg_id],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(got, key, "aggregate_key({agg_type:?}, {agg_id:?})");
+    }
+    assert_eq!(BucketSet::of(-4_305_178_962_082_394_301), 835);
+    assert_eq!(BucketSet::of(8_928_155_695_810_825_411), 195);
+
+    // Every third bucket owned: key_allowed agrees with key & 1023 for 3,000
+    // aggregates, and so does the relay's BucketSet.
+    let mut owned = BucketSet::default();
+    (0..BUCKETS).step_by(3).for_each(|b| owned.insert(b));
+    let rows = client
+        .query(
+            &format!(
+                "SELECT g::text, {s}.aggregate_key('order', g::text), \
+                        {s}.key_allowed('order', g::text, 1, $1, '{{}}', '{{}}') \
+                   FROM generate_series(1, 3000) g"
+            ),
+            &[&owned.as_bytes()],
+        )
+        .await
+        .unwrap();
+    let mut allowed = 0;
+    for r in &rows {
+        let (key, ok): (i64, bool) = (r.get(1), r.get(2));
+        let bucket: usize = (key & 1023) as usize;
+        assert_eq!(
+            ok,
+            owned.contains(bucket),
+            "aggregate {}",
+            r.get::<_, String>(0)
+        );
+        assert_eq!(BucketSet::of(key), bucket);
+        allowed += usize::from(ok);
+    }
+    assert!(
+        (800..1200).contains(&allowed),
+        "{allowed} of 3000 in a third of the buckets"
+    );
+    // NULL owns every bucket; a held key lets ids up to its head through.
+    let held: (bool, bool, bool) = {
+        let r = client
+            .query_one(
+                &format!(
+                    "SELECT {s}.key_allowed('order', '1', 5, NULL, ARRAY[{s}.aggregate_key('order', '1')], ARRAY[5::int8]), \
+                            {s}.key_allowed('order', '1', 6, NULL, ARRAY[{s}.aggregate_key('order', '1')], ARRAY[5::int8]), \
+                            {s}.key_allowed('order', '2', 6, NULL, ARRAY[{s}.aggregate_key('order', '1')], ARRAY[5::int8])"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert_eq!(held, (true, false, true));
+}
