@@ -442,11 +442,11 @@ impl<P: Publisher> Relay<P> {
         // a message for centuries.
         let longest = policy.longest_delay();
         let key = |id: i64| batch.keys.get(&id).copied();
-        // Per aggregate: (last id in the batch, lowest id left live).
-        let mut chains: BTreeMap<i64, (i64, Option<i64>)> = BTreeMap::new();
+        // Per aggregate: (last id in the batch, ids left live).
+        let mut chains: BTreeMap<i64, (i64, Vec<i64>)> = BTreeMap::new();
         for id in &batch.too_large {
             if let Some(k) = key(*id) {
-                chains.entry(k).or_insert((*id, None)).0 = *id;
+                chains.entry(k).or_insert((*id, Vec::new())).0 = *id;
             }
         }
         let mut broken: HashSet<i64> = HashSet::new();
@@ -462,7 +462,7 @@ impl<P: Publisher> Relay<P> {
                     if let Some(chain) = k.and_then(|k| chains.get_mut(&k)) {
                         chain.0 = chain.0.max(id);
                     } else if let Some(k) = k {
-                        chains.insert(k, (id, None));
+                        chains.insert(k, (id, Vec::new()));
                     }
                     continue;
                 }
@@ -493,10 +493,10 @@ impl<P: Publisher> Relay<P> {
             };
             // Not sent: the rest of its aggregate in this batch waits.
             if let Some(k) = k {
-                let chain = chains.entry(k).or_insert((id, None));
+                let chain = chains.entry(k).or_insert((id, Vec::new()));
                 chain.0 = chain.0.max(id);
                 if live {
-                    chain.1 = Some(chain.1.map_or(id, |l: i64| l.min(id)));
+                    chain.1.push(id);
                 }
                 broken.insert(k);
             }
@@ -512,7 +512,7 @@ impl<P: Publisher> Relay<P> {
         {
             let mut gates = self.order.gates();
             for (k, (_, live)) in &chains {
-                if let Some(id) = live {
+                for id in live {
                     gates.hold(*k, *id);
                 }
             }
@@ -526,7 +526,7 @@ impl<P: Publisher> Relay<P> {
         match &settled {
             Ok((_, true)) => {
                 for (k, (last, live)) in &chains {
-                    if live.is_none() {
+                    if live.is_empty() {
                         if let Some(back) = gates.open(*k, *last) {
                             self.cursor().released(back, now);
                         }

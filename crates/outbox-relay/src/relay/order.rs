@@ -27,16 +27,17 @@
 //! gate that filtered opens, the floor is brought back to just past the
 //! chain (`open` returns where).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// What is known of one aggregate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Gate {
     /// A chain ending at `last` is in flight here; `hot` once another
     /// claim brought more of it (then the claim filter holds it back).
-    /// `resume`: a head known to wait above the chain (the chain was lower
-    /// messages we did not know of, e.g. replayed): the gate goes back to it
-    /// when the chain is done.
+    /// `resume`: the lowest message of the aggregate known to be live
+    /// above the chain (released behind it, rejected, or a head that was
+    /// waiting above a lower chain): the gate goes back to it once the
+    /// chain is done.
     Closed {
         last: i64,
         hot: bool,
@@ -46,12 +47,31 @@ pub(crate) enum Gate {
     From(i64),
 }
 
-#[derive(Debug, Clone, Copy)]
+/// What this relay knows of one aggregate.
+#[derive(Debug, Clone, Default)]
 struct Entry {
-    gate: Gate,
+    /// A chain of it in flight here: its last id.
+    in_flight: Option<i64>,
+    /// Messages of it known to be live and not in flight here (failed and
+    /// waiting, released, rejected by a claim, or in flight under the
+    /// relay that held its bucket before): the lowest is where it goes on
+    /// from, and every one of them is kept, so going back to a lower one
+    /// (a reaped or replayed message) never forgets a higher one.
+    known: BTreeSet<i64>,
     /// Whether a claim's filter held this aggregate back: rows of it were
     /// passed over, below the floor.
     filtered: bool,
+}
+
+impl Entry {
+    fn gate(&self, hot: bool) -> Option<Gate> {
+        let lowest = self.known.first().copied();
+        match (self.in_flight, lowest) {
+            (Some(last), resume) => Some(Gate::Closed { last, hot, resume }),
+            (None, Some(h)) => Some(Gate::From(h)),
+            (None, None) => None,
+        }
+    }
 }
 
 /// The gates of one relay. Keys are aggregate keys
@@ -60,19 +80,20 @@ struct Entry {
 pub(crate) struct Gates {
     map: HashMap<i64, Entry>,
     /// Aggregates another claim brought more of while a chain was in
-    /// flight: their next chains are held back in SQL from the start, so
-    /// the other pipelines do not claim and release them batch after batch
-    /// (one busy aggregate). Bounded; forgetting one only costs a release.
-    hot: std::collections::HashSet<i64>,
+    /// flight: their chains are held back in SQL, so the other pipelines
+    /// do not claim and release them batch after batch (one busy
+    /// aggregate). Bounded; forgetting one only costs a release.
+    hot: HashSet<i64>,
     /// Aggregates whose gate opened since the claim in progress was issued
     /// ([`Self::claiming`]). The claim's snapshot predates that settle: it
     /// may have passed over rows of the aggregate that were in flight then
-    /// (a batch of ours about to release them), so its rows of it are not
-    /// a chain from the head. They are released instead, and the aggregate
-    /// goes out from them at the next claim. This also keeps the order
-    /// oracle of docs/design/ordering.md §4.5 true: message k+1 is only
-    /// published by a claim that started after message k was settled.
-    opened: std::collections::HashSet<i64>,
+    /// (a batch of ours about to release them) or below its start (passed
+    /// over by the filter), so its rows of it are not a chain from the
+    /// head. They are released instead, and the aggregate goes out from
+    /// them at the next claim. This also keeps the order oracle of
+    /// docs/design/ordering.md §4.5 true: message k+1 is only published by
+    /// a claim that started after message k was settled.
+    opened: HashSet<i64>,
 }
 
 /// Hot aggregates remembered.
@@ -96,10 +117,11 @@ impl Gates {
     pub fn held(&mut self) -> Vec<(i64, i64)> {
         let mut out = Vec::new();
         for (k, e) in self.map.iter_mut() {
-            let upto = match e.gate {
-                Gate::From(h) => h,
-                Gate::Closed { hot: true, .. } => i64::MIN,
-                Gate::Closed { hot: false, .. } => continue,
+            let upto = match (e.in_flight, e.known.first()) {
+                (Some(_), _) if self.hot.contains(k) => i64::MIN,
+                (Some(_), _) => continue,
+                (None, Some(h)) => *h,
+                (None, None) => continue,
             };
             e.filtered = true;
             out.push((*k, upto));
@@ -114,140 +136,93 @@ impl Gates {
     }
 
     /// Admits a claim's rows, `(id, key)` in id order: per aggregate, its
-    /// rows form a chain that is published only if it starts at the
-    /// aggregate's lowest live message. Admitted chains close their gate.
+    /// rows form a chain that is published only if it starts at or below
+    /// the aggregate's lowest known live message (a lower one is one we did
+    /// not know of, e.g. replayed) and stops there. Admitted chains close
+    /// their gate; rejected rows stay live (in flight until their release
+    /// commits: a claim meanwhile skips them, locked), so they are known.
     pub fn admit(&mut self, rows: &[(i64, i64)]) -> Admitted {
         let mut out = Admitted::default();
-        // Per key: None = rejected, Some(upto) = admit ids up to upto.
-        let mut verdict: HashMap<i64, Option<i64>> = HashMap::new();
-        let mut last: HashMap<i64, i64> = HashMap::new();
-        // Per key, its lowest row rejected here.
-        let mut rejected: HashMap<i64, i64> = HashMap::new();
+        let mut by_key: HashMap<i64, Vec<i64>> = HashMap::new();
         for &(id, key) in rows {
-            let v = *verdict.entry(key).or_insert_with(|| {
-                if self.opened.contains(&key) {
-                    return None;
-                }
+            by_key.entry(key).or_default().push(id);
+        }
+        for (key, ids) in by_key {
+            // The chain may run up to the first message known to be live
+            // that the claim did not bring (waiting for its retry, or
+            // locked): nothing of the aggregate may pass it.
+            let bound = if self.opened.contains(&key) {
+                None
+            } else {
                 match self.map.get(&key) {
                     None => Some(i64::MAX),
-                    // A row at or below the head we know of is the head (or
-                    // a lower one we did not know of, e.g. replayed): admit
-                    // up to the head; later ones wait for it.
-                    Some(Entry {
-                        gate: Gate::From(h),
-                        ..
-                    }) if id <= *h => Some(*h),
-                    Some(_) => None,
+                    Some(e) if e.in_flight.is_some() => None,
+                    Some(e) => Some(
+                        e.known
+                            .iter()
+                            .find(|k| ids.binary_search(k).is_err())
+                            .map_or(i64::MAX, |k| k - 1),
+                    ),
                 }
-            });
-            match v {
-                Some(upto) if id <= upto => {
-                    last.insert(key, id);
+            };
+            let (chain, rest): (Vec<i64>, Vec<i64>) =
+                ids.iter().partition(|&&id| bound.is_some_and(|b| id <= b));
+            let e = self.map.entry(key).or_default();
+            if !rest.is_empty() && e.in_flight.is_some() {
+                // More of an aggregate in flight here: hold it back in SQL
+                // from now on rather than claim and release it.
+                if self.hot.len() >= MAX_HOT {
+                    self.hot.clear();
                 }
-                _ => {
-                    out.rejected.push(id);
-                    rejected.entry(key).or_insert(id);
+                self.hot.insert(key);
+            }
+            // Rejected rows stay live (in flight until their release
+            // commits, then pending): the aggregate goes on from them.
+            e.known.extend(rest.iter().copied());
+            out.rejected.extend(rest);
+            if let Some(&last) = chain.last() {
+                e.in_flight = Some(last);
+                for id in &chain {
+                    e.known.remove(id);
                 }
             }
-        }
-        for (key, v) in verdict {
-            // Rows rejected here stay live, in flight until their release
-            // commits: a claim meanwhile skips them (locked) and could take
-            // the aggregate's rows after them as a chain. So the gate waits
-            // at the lowest of them once what is in flight is done.
-            let waiting = rejected.get(&key).copied();
-            match (v, last.get(&key)) {
-                (Some(upto), Some(&l)) => {
-                    let filtered = self.map.get(&key).is_some_and(|e| e.filtered);
-                    let head = (upto != i64::MAX && l < upto).then_some(upto);
-                    let resume = match (head, waiting) {
-                        (Some(h), Some(w)) => Some(h.min(w)),
-                        (h, w) => h.or(w),
-                    };
-                    self.map.insert(
-                        key,
-                        Entry {
-                            gate: Gate::Closed {
-                                last: l,
-                                hot: self.hot.contains(&key),
-                                resume,
-                            },
-                            filtered,
-                        },
-                    );
-                }
-                _ => {
-                    let Some(w) = waiting else { continue };
-                    match self.map.get_mut(&key) {
-                        // More of an aggregate in flight here: hold it back
-                        // in SQL from now on rather than claim and release it.
-                        Some(Entry {
-                            gate: Gate::Closed { hot, resume, .. },
-                            ..
-                        }) => {
-                            *hot = true;
-                            *resume = Some(resume.map_or(w, |r| r.min(w)));
-                            if self.hot.len() >= MAX_HOT {
-                                self.hot.clear();
-                            }
-                            self.hot.insert(key);
-                        }
-                        Some(Entry {
-                            gate: Gate::From(h),
-                            ..
-                        }) if *h <= w => {}
-                        // Opened while the claim ran (or a lower row than
-                        // the head we knew): the rejected rows are the head.
-                        _ => self.hold(key, w),
-                    }
-                }
+            if e.in_flight.is_none() && e.known.is_empty() {
+                self.map.remove(&key);
             }
         }
+        out.rejected.sort_unstable();
         out
     }
 
-    /// Message `id` of aggregate `key` stays live (failed, released): only
-    /// ids up to it may be claimed. Called before the statement.
+    /// Message `id` of aggregate `key` stays live after its chain's settle
+    /// (failed, released): only ids up to the lowest such may be claimed.
+    /// Called before the statement, for every message of the chain left live.
     pub fn hold(&mut self, key: i64, id: i64) {
-        let filtered = self.map.get(&key).is_some_and(|e| e.filtered);
-        self.map.insert(
-            key,
-            Entry {
-                gate: Gate::From(id),
-                filtered,
-            },
-        );
+        let e = self.map.entry(key).or_default();
+        e.in_flight = None;
+        e.known.insert(id);
     }
 
     /// The chain of `key` ending at `last` is sent or dead, and the
-    /// statement committed: the aggregate is free. Returns where the claim
-    /// floor must go back to, if the filter passed rows of it over.
+    /// statement committed. Returns where the claim floor must go back to,
+    /// if the aggregate is now free and the filter passed rows of it over.
     pub fn open(&mut self, key: i64, last: i64) -> Option<i64> {
-        let e = self.map.remove(&key)?;
+        let e = self.map.get_mut(&key)?;
         self.opened.insert(key);
-        if let Gate::Closed {
-            resume: Some(head), ..
-        } = e.gate
-        {
-            self.map.insert(
-                key,
-                Entry {
-                    gate: Gate::From(head),
-                    ..e
-                },
-            );
+        e.in_flight = None;
+        if !e.known.is_empty() {
             return None;
         }
+        let e = self.map.remove(&key)?;
         e.filtered.then(|| last.saturating_add(1))
     }
 
     /// The reaper took message `id` of `key` back from an expired lease: if
-    /// this relay knows the aggregate, the message is its head now.
+    /// this relay knows the aggregate, the message is live again (its
+    /// chain's settle, if any, will find its lease lost).
     pub fn reaped(&mut self, key: i64, id: i64) {
-        match self.map.get(&key).map(|e| e.gate) {
-            Some(Gate::Closed { .. }) => self.hold(key, id),
-            Some(Gate::From(h)) if id < h => self.hold(key, id),
-            _ => {}
+        if let Some(e) = self.map.get_mut(&key) {
+            e.known.insert(id);
         }
     }
 
@@ -255,55 +230,62 @@ impl Gates {
     /// live id)`. A chain of our own in flight keeps its gate.
     pub fn load(&mut self, held: &[(i64, i64)]) {
         for &(key, id) in held {
-            match self.map.get(&key).map(|e| e.gate) {
-                Some(Gate::Closed { .. }) => {}
-                Some(Gate::From(h)) if h <= id => {}
-                _ => self.hold(key, id),
+            let e = self.map.entry(key).or_default();
+            if e.in_flight.is_none() {
+                e.known.insert(id);
             }
         }
     }
 
-    /// Forgets the `From` gates whose key `keep` refuses (buckets lost, or
-    /// everything after losing the registration); chains in flight here
-    /// keep theirs until settled.
+    /// Forgets what is known of the aggregates `keep` refuses (buckets
+    /// lost, or everything after losing the registration); chains in
+    /// flight here keep their gate until settled.
     pub fn forget(&mut self, keep: impl Fn(i64) -> bool) {
-        self.map
-            .retain(|k, e| matches!(e.gate, Gate::Closed { .. }) || keep(*k));
+        self.map.retain(|k, e| {
+            if keep(*k) {
+                return true;
+            }
+            e.known.clear();
+            e.in_flight.is_some()
+        });
     }
 
-    /// Every `From` gate, `(key, head)`: to check that heads are still live.
+    /// Every waiting aggregate, `(key, lowest known live id)`: to check
+    /// that those messages are still live.
     pub fn heads(&self) -> Vec<(i64, i64)> {
         self.map
             .iter()
-            .filter_map(|(k, e)| match e.gate {
-                Gate::From(h) => Some((*k, h)),
-                Gate::Closed { .. } => None,
-            })
+            .filter(|(_, e)| e.in_flight.is_none())
+            .filter_map(|(k, e)| e.known.first().map(|h| (*k, *h)))
             .collect()
     }
 
     /// The aggregate's head `was` is gone (settled by a relay that held it
-    /// before a takeover): `now` is its lowest live message, or none.
-    /// Ignored if the gate changed since it was read. Returns where the
-    /// floor must go back to, as [`Self::open`].
+    /// before a takeover): `now` is its lowest live message at or above
+    /// it, or none. Ignored if the gate changed since it was read. Returns
+    /// where the floor must go back to, as [`Self::open`].
     pub fn moved(&mut self, key: i64, was: i64, now: Option<i64>) -> Option<i64> {
-        if self.map.get(&key).map(|e| e.gate) != Some(Gate::From(was)) {
+        let e = self.map.get_mut(&key)?;
+        if e.in_flight.is_some() || e.known.first() != Some(&was) || now == Some(was) {
             return None;
         }
-        match now {
-            Some(id) if id == was => None,
-            Some(id) => {
-                self.hold(key, id);
-                None
-            }
-            None => self.open(key, was),
+        e.known.remove(&was);
+        if let Some(id) = now {
+            e.known.insert(id);
         }
+        if !e.known.is_empty() {
+            return None;
+        }
+        let e = self.map.remove(&key)?;
+        e.filtered.then(|| was.saturating_add(1))
     }
 
     /// The gate of `key` (tests and logs).
     #[cfg(test)]
     pub fn gate(&self, key: i64) -> Option<Gate> {
-        self.map.get(&key).map(|e| e.gate)
+        self.map
+            .get(&key)
+            .and_then(|e| e.gate(self.hot.contains(&key)))
     }
 }
 
@@ -361,17 +343,17 @@ mod tests {
         assert_eq!(g.held(), vec![(A, 3)]);
         // Its next chain is held back in SQL from the start.
         g.claiming();
-        g.admit(&[(3, A)]);
+        g.admit(&[(3, A), (5, A)]);
         assert_eq!(
             g.gate(A),
             Some(Gate::Closed {
-                last: 3,
+                last: 5,
                 hot: true,
                 resume: None
             })
         );
         // Sent: the floor goes back past the chain, where the filter skipped.
-        assert_eq!(g.open(A, 3), Some(4));
+        assert_eq!(g.open(A, 5), Some(6));
         assert_eq!(g.gate(A), None);
     }
 
@@ -389,7 +371,8 @@ mod tests {
         assert_eq!(g.open(A, 1), None);
         g.claiming();
         assert_eq!(g.admit(&[(5, A)]).rejected, vec![5], "3 is the head");
-        assert_eq!(g.admit(&[(3, A), (5, A)]).rejected, vec![5]);
+        // Both live, both brought, in order: one chain.
+        assert!(g.admit(&[(3, A), (5, A)]).rejected.is_empty());
     }
 
     /// A gate that opens while a claim runs: the claim's snapshot predates
@@ -427,42 +410,70 @@ mod tests {
         assert_eq!(g.held(), vec![(A, 1)]);
         // A claim that started before the hold brings 2 and 3: too early.
         assert_eq!(g.admit(&[(2, A), (3, A)]).rejected, vec![2, 3]);
-        // The head, when due, is admitted alone.
+        // The head, when due, is admitted alone; 2 and 3 stay known.
         assert!(g.admit(&[(1, A)]).rejected.is_empty());
         assert_eq!(
             g.gate(A),
             Some(Gate::Closed {
                 last: 1,
                 hot: false,
-                resume: None
+                resume: Some(2)
             })
         );
-        assert_eq!(g.open(A, 1), Some(2), "filtered while waiting");
+        assert_eq!(g.open(A, 1), None);
+        assert_eq!(g.gate(A), Some(Gate::From(2)));
+        g.claiming();
+        assert!(g.admit(&[(2, A), (3, A)]).rejected.is_empty());
+        assert_eq!(g.open(A, 3), Some(4), "filtered while waiting");
     }
 
     #[test]
     fn a_lower_unknown_message_is_admitted_up_to_the_known_head() {
         let mut g = Gates::default();
         g.hold(A, 5);
-        let a = g.admit(&[(2, A), (5, A), (6, A)]);
-        assert_eq!(a.rejected, vec![6]);
-        // 6 stays live (released behind the chain): the aggregate resumes there.
+        // 5 is brought, so nothing known is passed: one chain.
+        assert!(g.admit(&[(2, A), (5, A), (6, A)]).rejected.is_empty());
+        g.open(A, 6);
+        assert_eq!(g.gate(A), None);
+        // Without 5, the chain stops below it.
+        g.hold(A, 5);
+        g.claiming();
+        assert_eq!(g.admit(&[(2, A), (6, A)]).rejected, vec![6]);
         assert_eq!(
             g.gate(A),
             Some(Gate::Closed {
-                last: 5,
+                last: 2,
                 hot: false,
-                resume: Some(6)
+                resume: Some(5)
             })
         );
-        g.open(A, 5);
-        assert_eq!(g.gate(A), Some(Gate::From(6)));
+        g.open(A, 2);
+        assert_eq!(g.gate(A), Some(Gate::From(5)));
+        g.claiming();
+        assert!(g.admit(&[(5, A), (6, A)]).rejected.is_empty());
+        g.open(A, 6);
         // Only a lower one: the known head waits again once it is done.
         g.hold(A, 5);
         g.claiming();
         assert!(g.admit(&[(3, A)]).rejected.is_empty());
         assert_eq!(g.open(A, 3), None);
         assert_eq!(g.gate(A), Some(Gate::From(5)));
+    }
+
+    /// The hole a reaped (or replayed) lower message opened when a gate
+    /// held one id only: going back to it forgot the head above.
+    #[test]
+    fn going_back_to_a_lower_message_keeps_the_head_above() {
+        let mut g = Gates::default();
+        g.hold(A, 9);
+        g.reaped(A, 4);
+        assert_eq!(g.gate(A), Some(Gate::From(4)));
+        // 9 waits for its retry (not brought): nothing passes it.
+        g.claiming();
+        assert_eq!(g.admit(&[(4, A), (6, A), (12, A)]).rejected, vec![12]);
+        g.claiming();
+        assert_eq!(g.open(A, 6), None);
+        assert_eq!(g.gate(A), Some(Gate::From(9)), "9 was never forgotten");
     }
 
     #[test]
