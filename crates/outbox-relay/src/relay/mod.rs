@@ -229,10 +229,9 @@ impl<P: Publisher> Relay<P> {
             max_message_bytes: self.config.max_message_bytes as i64,
             ordered: None,
         };
-        // With ordering on, where the claim starts is read only once the
-        // claim turn is held and the buckets are up to date (see
-        // `claim_in_order`).
-        let (claimed, held_back, from_id, started) = match self.config.ordering {
+        // With ordering on, the cursor is read and moved only under the
+        // claim turn, the buckets up to date (see `claim_in_order`).
+        let (claimed, held_back) = match self.config.ordering {
             Ordering::None => {
                 let started = self.clock.now();
                 let from_id = self.cursor().next_from(started);
@@ -240,15 +239,11 @@ impl<P: Publisher> Relay<P> {
                     .store
                     .claim_messages(ClaimParams { from_id, ..params })
                     .await?;
-                (claimed, Vec::new(), from_id, started)
+                self.note_claim(from_id, &claimed, started);
+                (claimed, Vec::new())
             }
             Ordering::Aggregate => self.claim_in_order(&self.order, params).await?,
         };
-        if let (Some(range), Some(snapshot)) = (claimed.id_range(), claimed.snapshot) {
-            let now = self.clock.now();
-            self.cursor()
-                .claimed(from_id, range, snapshot, started, now);
-        }
         let Some(mut lease) = claimed.lease else {
             return Ok(PublishedBatch {
                 outcomes: Some(Vec::new()),
@@ -291,6 +286,21 @@ impl<P: Publisher> Relay<P> {
             held_back,
             keys: claimed.keys,
         })
+    }
+
+    /// Moves the cursor past a claim that read from `from_id`, started at
+    /// `started`.
+    fn note_claim(
+        &self,
+        from_id: i64,
+        claimed: &crate::store::Claimed,
+        started: chrono::DateTime<chrono::Utc>,
+    ) {
+        if let (Some(range), Some(snapshot)) = (claimed.id_range(), claimed.snapshot) {
+            let now = self.clock.now();
+            self.cursor()
+                .claimed(from_id, range, snapshot, started, now);
+        }
     }
 
     /// Settles dead, before anything is published, the rows whose payload
@@ -518,9 +528,16 @@ impl<P: Publisher> Relay<P> {
             }
         }
         let settled = self.apply(&lease, &p, stats).await;
-        // Open only after it committed; on doubt (an error, rows whose lease
-        // was lost), hold every chain at its start: the periodic check of
-        // heads sets the gates right.
+        // Open only after it committed, and under the claim turn: a claim
+        // holds it from reading where to start until its rows are admitted,
+        // so none can read from a floor above a message the open lets
+        // through (passed over by the filter) and admit what follows it.
+        let _turn = match self.config.ordering {
+            Ordering::Aggregate if !chains.is_empty() => Some(self.order.claim_turn().await),
+            _ => None,
+        };
+        // On doubt (an error, rows whose lease was lost), hold every chain
+        // at its start: the periodic check of heads sets the gates right.
         let mut gates = self.order.gates();
         let now = self.clock.now();
         match &settled {

@@ -42,6 +42,11 @@ impl OrderCtl {
         }
     }
 
+    /// The claim turn, for a settle to open gates between two claims.
+    pub async fn claim_turn(&self) -> tokio::sync::MutexGuard<'_, impl std::fmt::Debug> {
+        self.turn.lock().await
+    }
+
     /// The gates (never held across an await).
     pub fn gates(&self) -> std::sync::MutexGuard<'_, Gates> {
         // Bookkeeping only: a panic elsewhere leaves it usable.
@@ -51,26 +56,28 @@ impl OrderCtl {
 
 impl<P: Publisher> Relay<P> {
     /// Claims under the claim turn, then admits the rows against the gates:
-    /// returns the claim, the ids that must not be published now, and where
-    /// the claim started reading (`params.from_id` is ignored) and when.
+    /// returns the claim and the ids that must not be published now
+    /// (`params.from_id` is ignored).
     ///
-    /// The start is read from the cursor only here, after the heartbeat: a
-    /// relay that has just taken buckets over must sweep from the first id
-    /// before any other claim, since its floor passed over their rows while
-    /// they were another relay's. A claim from the old floor would take
-    /// message k+1 of an aggregate whose message k (pending, or failed and
-    /// due, so not loaded into the gates) sits below it.
+    /// The cursor is read and moved only under the turn, after the
+    /// heartbeat: a relay that has just taken buckets over must sweep from
+    /// the first id before any other claim, since its floor passed over
+    /// their rows while they were another relay's, and the claim after the
+    /// sweep must read from where the sweep brought the floor down to. A
+    /// claim from the old floor would take message k+1 of an aggregate whose
+    /// message k (pending, or failed and due, so not loaded into the gates)
+    /// sits below it.
     pub(super) async fn claim_in_order(
         &self,
         ctl: &OrderCtl,
         params: ClaimParams<'_>,
-    ) -> Result<(Claimed, Vec<i64>, i64, chrono::DateTime<chrono::Utc>)> {
+    ) -> Result<(Claimed, Vec<i64>)> {
         let mut turn = ctl.turn.lock().await;
         self.maintain_order(ctl, &mut turn).await?;
-        let started = self.clock.now();
         if turn.owned.is_empty() {
-            return Ok((Claimed::default(), Vec::new(), params.from_id, started));
+            return Ok((Claimed::default(), Vec::new()));
         }
+        let started = self.clock.now();
         let from_id = self.cursor().next_from(started);
         let params = ClaimParams { from_id, ..params };
         let held = {
@@ -104,7 +111,8 @@ impl<P: Publisher> Relay<P> {
         let mut rows: Vec<(i64, i64)> = claimed.keys.iter().map(|(id, k)| (*id, *k)).collect();
         rows.sort_unstable();
         let admitted = ctl.gates().admit(&rows);
-        Ok((claimed, admitted.rejected, from_id, started))
+        self.note_claim(from_id, &claimed, started);
+        Ok((claimed, admitted.rejected))
     }
 
     /// The heartbeat when due (a third of the bucket lease): renews the
