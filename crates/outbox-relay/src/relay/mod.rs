@@ -528,14 +528,10 @@ impl<P: Publisher> Relay<P> {
             }
         }
         let settled = self.apply(&lease, &p, stats).await;
-        // Open only after it committed, and under the claim turn: a claim
-        // holds it from reading where to start until its rows are admitted,
-        // so none can read from a floor above a message the open lets
-        // through (passed over by the filter) and admit what follows it.
-        let _turn = match self.config.ordering {
-            Ordering::Aggregate if !chains.is_empty() => Some(self.order.claim_turn().await),
-            _ => None,
-        };
+        // Open only after it committed. A claim running meanwhile may have
+        // read where to start before the open brought the floor back to
+        // rows the filter had passed over: `Gates::open` marks the
+        // aggregate, and that claim's rows of it are rejected (`opened`).
         // On doubt (an error, rows whose lease was lost), hold every chain
         // at its start: the periodic check of heads sets the gates right.
         let mut gates = self.order.gates();

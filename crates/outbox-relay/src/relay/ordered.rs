@@ -42,11 +42,6 @@ impl OrderCtl {
         }
     }
 
-    /// The claim turn, for a settle to open gates between two claims.
-    pub async fn claim_turn(&self) -> tokio::sync::MutexGuard<'_, impl std::fmt::Debug> {
-        self.turn.lock().await
-    }
-
     /// The gates (never held across an await).
     pub fn gates(&self) -> std::sync::MutexGuard<'_, Gates> {
         // Bookkeeping only: a panic elsewhere leaves it usable.
@@ -77,14 +72,14 @@ impl<P: Publisher> Relay<P> {
         if turn.owned.is_empty() {
             return Ok((Claimed::default(), Vec::new()));
         }
+        // Gates that open from here on reject this claim's rows of their
+        // aggregate: marked before the start is read, so an open that
+        // brings the floor back after this read is always seen.
+        ctl.gates().claiming();
         let started = self.clock.now();
         let from_id = self.cursor().next_from(started);
         let params = ClaimParams { from_id, ..params };
-        let held = {
-            let mut gates = ctl.gates();
-            gates.claiming();
-            gates.held()
-        };
+        let held = ctl.gates().held();
         let owned = (turn.owned.len() < BUCKETS).then_some(&turn.owned);
         let claimed = self
             .store
