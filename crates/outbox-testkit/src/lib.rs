@@ -3,6 +3,7 @@
 //! The schema is dropped when the test passes and left in place when it
 //! fails, so it can be inspected.
 
+pub mod order_check;
 pub mod ordering;
 mod proxy;
 pub mod readback;

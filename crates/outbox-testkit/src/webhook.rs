@@ -5,7 +5,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 
@@ -73,6 +73,8 @@ pub struct Received {
     pub path_and_query: String,
     /// The body, as text.
     pub body: String,
+    /// The status the receiver answered (or would have, for a hang).
+    pub status: u16,
 }
 
 impl Received {
@@ -82,15 +84,32 @@ impl Received {
     }
 }
 
-#[derive(Debug, Default)]
+/// Chooses the answer to the first request of an event id (`None`: the
+/// usual rules apply).
+type FirstRule = Arc<dyn Fn(&str) -> Option<Rule> + Send + Sync>;
+
+#[derive(Default)]
 struct Shared {
     received: Mutex<Vec<Received>>,
     rules: Mutex<HashMap<String, Rule>>,
     default: Mutex<Option<Rule>>,
+    first: Mutex<Option<FirstRule>>,
+    /// Event ids seen at least once.
+    seen: Mutex<HashSet<String>>,
     arrived: Notify,
     /// Requests being answered now, and the most seen at once, per
     /// aggregate (the CloudEvent's `aggregatetype` and `subject`).
     in_flight: Mutex<HashMap<(String, String), (usize, usize)>>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("received", &self.received)
+            .field("rules", &self.rules)
+            .field("default", &self.default)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The server, on an ephemeral port of 127.0.0.1; stops when dropped.
@@ -144,7 +163,16 @@ impl Receiver {
         *self.shared.default.lock().unwrap() = Some(rule);
     }
 
-    /// What arrived so far.
+    /// Answers the first request of each event id with what `rule` says
+    /// for that id (e.g. a 503 for a seeded random share of the ids); later
+    /// requests of the id, and ids for which it says `None`, get the usual
+    /// rules. Requests without a `webhook-id` (the relay's HEAD checks) are
+    /// not asked about.
+    pub fn respond_first_with(&self, rule: impl Fn(&str) -> Option<Rule> + Send + Sync + 'static) {
+        *self.shared.first.lock().unwrap() = Some(Arc::new(rule));
+    }
+
+    /// What arrived so far, in arrival order.
     pub fn received(&self) -> Vec<Received> {
         self.shared.received.lock().unwrap().clone()
     }
@@ -204,8 +232,17 @@ async fn handle(
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     };
+    let id = header("webhook-id").unwrap_or_default();
+    let first_time = !id.is_empty() && shared.seen.lock().unwrap().insert(id.clone());
+    let first_rule = shared.first.lock().unwrap().clone();
+    let rule = first_rule
+        .filter(|_| first_time)
+        .and_then(|f| f(&id))
+        .or_else(|| shared.rules.lock().unwrap().get(&id).cloned())
+        .or_else(|| shared.default.lock().unwrap().clone())
+        .unwrap_or_else(|| Rule::status(200));
     let got = Received {
-        id: header("webhook-id").unwrap_or_default(),
+        id,
         timestamp: header("webhook-timestamp").unwrap_or_default(),
         signature: header("webhook-signature"),
         content_type: header("content-type").unwrap_or_default(),
@@ -214,15 +251,8 @@ async fn handle(
             .map(|p| p.to_string())
             .unwrap_or_default(),
         body: String::from_utf8_lossy(&body).into_owned(),
+        status: rule.status,
     };
-    let rule = shared
-        .rules
-        .lock()
-        .unwrap()
-        .get(&got.id)
-        .cloned()
-        .or_else(|| shared.default.lock().unwrap().clone())
-        .unwrap_or_else(|| Rule::status(200));
     let aggregate = serde_json::from_str::<serde_json::Value>(&got.body)
         .ok()
         .and_then(|ce| {
