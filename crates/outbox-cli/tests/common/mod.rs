@@ -15,9 +15,17 @@ pub fn outbox(schema: &str, args: &[&str]) -> Command {
     cmd
 }
 
+/// The binary under test: `OUTBOX_BIN` if set (e.g. the release build, as
+/// `scripts/check-ordering.sh` does), else the one Cargo built for the tests.
+pub fn binary() -> std::ffi::OsString {
+    std::env::var_os("OUTBOX_BIN")
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_outbox").into())
+}
+
 /// `outbox args…` with `DATABASE_URL` set and no `OUTBOX_*` variable.
 pub fn bare(args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
+    let mut cmd = Command::new(binary());
     for (k, _) in std::env::vars() {
         if k.starts_with("OUTBOX_") {
             cmd.env_remove(k);
