@@ -18,11 +18,20 @@ const BATCH: i64 = 50;
 /// Pipelines the relay runs (its default), each with a batch in flight.
 const PIPELINES: i64 = 4;
 
-fn start_relay(schema: &str) -> Running {
+/// With ordering on (the default), a relay restarted after `kill -9` gets
+/// buckets of aggregates only once the killed one's registration expires:
+/// a short bucket lease keeps the storm's relays claiming.
+const BUCKET_LEASE: &str = "1s";
+
+fn start_relay(schema: &str, id: &str) -> Running {
     outbox(
         schema,
         &[
             "relay",
+            "--relay-id",
+            id,
+            "--bucket-lease",
+            BUCKET_LEASE,
             "--batch-size",
             &BATCH.to_string(),
             "--concurrency",
@@ -78,14 +87,26 @@ async fn kill_nine_storm_loses_nothing_and_publishes_nothing_rolled_back() {
     };
 
     let mut kills = 0;
-    let mut relay = start_relay(t.name());
+    let mut relay = start_relay(t.name(), "storm-0");
     while kills < 20 {
+        // Kill only a relay that owns buckets (and so claims): one that
+        // still waits for its killed predecessor's lease would be idle.
+        let owns =
+            format!("SELECT count(*) FROM {{schema}}.relay_buckets WHERE owner = 'storm-{kills}'");
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while t.count(&owns).await == 0 {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "relay storm-{kills} got no buckets"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         let wait = rand::thread_rng().gen_range(100..700);
         tokio::time::sleep(Duration::from_millis(wait)).await;
         relay.0.kill().expect("kill -9"); // SIGKILL: no shutdown handler runs
         relay.0.wait().unwrap();
         kills += 1;
-        relay = start_relay(t.name());
+        relay = start_relay(t.name(), &format!("storm-{kills}"));
     }
     producing.store(false, Ordering::Relaxed);
     let (committed, rolled_back) = producer.await.unwrap();
