@@ -4,6 +4,7 @@
 mod common;
 
 use common::{bare, outbox, pending, run};
+use outbox_testkit::webhook::{Receiver, Rule};
 use outbox_testkit::TestSchema;
 use std::io::Write;
 
@@ -145,6 +146,16 @@ async fn bad_configs_fail_clearly_and_write_nothing() {
             None,
             "metrics_addr = \"localhost\"",
         ),
+        (
+            "ordering = \"sideways\"\n",
+            None,
+            "ordering = \"sideways\" (from file",
+        ),
+        (
+            "",
+            Some(("OUTBOX_BUCKET_LEASE", "10ms")),
+            "bucket_lease = \"10ms\" (from env OUTBOX_BUCKET_LEASE)",
+        ),
     ];
     for (text, env, want) in cases {
         let f = file(text);
@@ -270,4 +281,195 @@ fn config_check_never_prints_a_password() {
         !out.contains("flagsecret") && !out.contains("pubsecret"),
         "{out}"
     );
+}
+
+/// `--ordering` and `--bucket-lease` from each source, as `config check`
+/// shows them: defaults, then file < env < flag.
+#[test]
+fn ordering_and_bucket_lease_come_from_file_env_and_flags() {
+    let (ok, out, err) = run(&mut outbox("outbox", &["config", "check"]));
+    assert!(ok, "{err}");
+    assert!(
+        line(&out, "ordering").starts_with("ordering = \"aggregate\"")
+            && line(&out, "ordering").ends_with("# default"),
+        "{out}"
+    );
+    assert!(
+        line(&out, "bucket_lease").starts_with("bucket_lease = \"30s\"")
+            && line(&out, "bucket_lease").ends_with("# default"),
+        "{out}"
+    );
+
+    let f = file("ordering = \"none\"\nbucket_lease = \"5s\"\n");
+    let path = f.path().to_str().unwrap();
+    let (ok, out, err) = run(&mut outbox(
+        "outbox",
+        &["--config", path, "config", "check"],
+    ));
+    assert!(ok, "{err}");
+    assert!(
+        line(&out, "ordering").starts_with("ordering = \"none\""),
+        "{out}"
+    );
+    assert!(line(&out, "ordering").contains("# file"), "{out}");
+    assert!(
+        line(&out, "bucket_lease").starts_with("bucket_lease = \"5s\""),
+        "{out}"
+    );
+    assert!(line(&out, "bucket_lease").contains("# file"), "{out}");
+
+    let mut cmd = outbox("outbox", &["--config", path, "config", "check"]);
+    cmd.env("OUTBOX_ORDERING", "aggregate")
+        .env("OUTBOX_BUCKET_LEASE", "2s");
+    let (ok, out, err) = run(&mut cmd);
+    assert!(ok, "{err}");
+    assert!(
+        line(&out, "ordering").starts_with("ordering = \"aggregate\"")
+            && line(&out, "ordering").contains("# env OUTBOX_ORDERING"),
+        "{out}"
+    );
+    assert!(
+        line(&out, "bucket_lease").starts_with("bucket_lease = \"2s\"")
+            && line(&out, "bucket_lease").contains("# env OUTBOX_BUCKET_LEASE"),
+        "{out}"
+    );
+
+    let mut cmd = outbox(
+        "outbox",
+        &[
+            "--config",
+            path,
+            "config",
+            "check",
+            "--ordering",
+            "none",
+            "--bucket-lease",
+            "1s",
+        ],
+    );
+    cmd.env("OUTBOX_ORDERING", "aggregate")
+        .env("OUTBOX_BUCKET_LEASE", "2s");
+    let (ok, out, err) = run(&mut cmd);
+    assert!(ok, "{err}");
+    assert!(
+        line(&out, "ordering").starts_with("ordering = \"none\"")
+            && line(&out, "ordering").contains("# flag --ordering"),
+        "{out}"
+    );
+    assert!(
+        line(&out, "bucket_lease").starts_with("bucket_lease = \"1s\"")
+            && line(&out, "bucket_lease").contains("# flag --bucket-lease"),
+        "{out}"
+    );
+}
+
+/// An unknown `--ordering` and a bucket lease under a second are each one
+/// clear line and a non-zero exit, for `relay` and `config check` alike.
+#[test]
+fn bad_ordering_flags_are_one_clear_error() {
+    for cmd in [vec!["relay", "--once"], vec!["config", "check"]] {
+        for (flag, value, want) in [
+            (
+                "--ordering",
+                "sideways",
+                "ordering = \"sideways\" (from flag --ordering):",
+            ),
+            (
+                "--bucket-lease",
+                "10ms",
+                "bucket_lease = \"10ms\" (from flag --bucket-lease):",
+            ),
+        ] {
+            let mut args = cmd.clone();
+            args.extend([flag, value]);
+            let (ok, out, err) = run(&mut outbox("outbox", &args));
+            assert!(!ok, "{args:?} succeeded:\n{out}");
+            assert!(err.starts_with("error: invalid configuration: "), "{err}");
+            assert!(err.contains(want), "{args:?}: want {want:?} in\n{err}");
+            assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+            assert!(out.is_empty(), "nothing on stdout: {out}");
+        }
+    }
+    // The messages say what would be right.
+    let (_, _, err) = run(&mut outbox(
+        "outbox",
+        &["config", "check", "--ordering", "sideways"],
+    ));
+    assert!(err.contains("aggregate") && err.contains("none"), "{err}");
+    let (_, _, err) = run(&mut outbox(
+        "outbox",
+        &["config", "check", "--bucket-lease", "10ms"],
+    ));
+    assert!(err.contains("at least 1s"), "{err}");
+}
+
+/// Relay flags, an environment variable, the expected `--once` line.
+type RelayRun<'a> = (&'a [&'a str], Option<(&'a str, &'a str)>, &'a str);
+
+/// The setting reaches the relay: message k of an aggregate is refused
+/// (503) by a webhook receiver and k+1 is behind it in the same pass. With
+/// ordering on (the default, or `aggregate` from any source) k+1 is held
+/// back and never sent; with `none` (from the file, the environment or the
+/// flag) the two go out side by side and k+1 is delivered.
+#[tokio::test]
+async fn ordering_decides_whether_a_failed_message_is_overtaken() {
+    const HELD: &str = "claimed=2 published=0 marked_sent=0 failed=1 released=1";
+    const OVERTAKEN: &str = "claimed=2 published=1 marked_sent=1 failed=1";
+    let none = file("ordering = \"none\"\n");
+    let none = none.path().to_str().unwrap().to_owned();
+    let cases: &[RelayRun<'_>] = &[
+        (&[], None, HELD),
+        (&["--ordering", "aggregate"], None, HELD),
+        (&["--ordering", "none"], None, OVERTAKEN),
+        (&[], Some(("OUTBOX_ORDERING", "none")), OVERTAKEN),
+        (&["--config", &none], None, OVERTAKEN),
+        (
+            &["--ordering", "aggregate"],
+            Some(("OUTBOX_ORDERING", "none")),
+            HELD,
+        ),
+    ];
+    for (flags, env, want) in cases {
+        let t = TestSchema::new("cli_cfg_ordering").await;
+        let rx = Receiver::start().await;
+        let client = t.pool.get().await.unwrap();
+        let sql = format!(
+            "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+             VALUES ('e', 'order', '7', 't', '{{}}'), ('e', 'order', '7', 't', '{{}}') \
+             RETURNING id, event_id::text",
+            t.schema.quoted()
+        );
+        let mut rows: Vec<(i64, String)> = client
+            .query(sql.as_str(), &[])
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        rows.sort();
+        rx.respond(rows[0].1.clone(), Rule::status(503));
+        let (config, rest): (Vec<&str>, Vec<&str>) = match flags {
+            ["--config", path] => (vec!["--config", path], vec![]),
+            f => (vec![], f.to_vec()),
+        };
+        let mut args = config;
+        args.extend(["relay", "--once", "--publisher", rx.url.as_str()]);
+        args.extend(rest);
+        let mut cmd = outbox(t.name(), &args);
+        if let Some((k, v)) = env {
+            cmd.env(k, v);
+        }
+        let (ok, out, err) = tokio::task::spawn_blocking(move || run(&mut cmd))
+            .await
+            .unwrap();
+        assert!(ok, "{args:?} {env:?}: {err}");
+        assert_eq!(out.trim(), *want, "{args:?} {env:?}");
+        let got: Vec<String> = rx.received().into_iter().map(|r| r.id).collect();
+        assert!(got.contains(&rows[0].1), "k was tried: {got:?}");
+        assert_eq!(
+            got.contains(&rows[1].1),
+            *want == OVERTAKEN,
+            "{args:?} {env:?}: k+1 delivered? {got:?}"
+        );
+    }
 }
