@@ -227,6 +227,11 @@ impl Gates {
     pub fn reaped(&mut self, key: i64, id: i64) {
         if let Some(e) = self.map.get_mut(&key) {
             e.known.insert(id);
+            // A chain of ours that lost its lease can settle none of it:
+            // the aggregate goes on from the reaped message.
+            if e.in_flight.is_some_and(|last| id <= last) {
+                e.in_flight = None;
+            }
         }
     }
 
@@ -472,6 +477,12 @@ mod tests {
         g.hold(A, 9);
         g.reaped(A, 4);
         assert_eq!(g.gate(A), Some(Gate::From(4)));
+        // A chain of ours whose lease ran out: reaped, it no longer blocks.
+        let mut h = Gates::default();
+        h.admit(&[(1, B), (2, B)]);
+        h.reaped(B, 1);
+        h.reaped(B, 2);
+        assert_eq!(h.gate(B), Some(Gate::From(1)));
         // 9 waits for its retry (not brought): nothing passes it.
         g.claiming();
         assert_eq!(g.admit(&[(4, A), (6, A), (12, A)]).rejected, vec![12]);
