@@ -32,6 +32,42 @@ fn baseline_measures_every_algorithm_and_the_relay() {
 }
 
 #[test]
+fn ordering_compares_on_off_one_aggregate_and_the_relay_process() {
+    let v = bench(&[
+        "ordering",
+        "--messages",
+        "2000",
+        "--aggregates",
+        "100",
+        "--one-aggregate",
+        "500",
+        "--batch-size",
+        "100",
+    ]);
+    let m = &v["median_msgs_per_sec"];
+    for key in [
+        "spread_off",
+        "spread_on",
+        "one_aggregate_on",
+        "delete_limit",
+        "relay_process",
+    ] {
+        assert!(positive(&m[key]), "{key} missing in {v}");
+        assert_eq!(v["samples"][key].as_array().map(Vec::len), Some(1), "{v}");
+    }
+    for key in [
+        "spread_on_over_off",
+        "one_aggregate_over_spread_on",
+        "process_over_delete_limit",
+    ] {
+        let r = &v["ratios"][key];
+        assert!(positive(&r["median"]), "{key} missing in {v}");
+        assert!(positive(&r["target"]) && r["met"].is_boolean(), "{v}");
+    }
+    assert!(positive(&v["hot_table_bytes_per_pending_message"]), "{v}");
+}
+
+#[test]
 fn produce_compares_the_library_with_a_hand_written_insert() {
     let v = bench(&["produce", "--messages", "200", "--producers", "2"]);
     for key in ["notify", "no_notify"] {
@@ -77,6 +113,7 @@ fn bad_numbers_are_refused_before_anything_runs() {
         &["bench", "drain", "--concurrency", "0"],
         &["bench", "soak", "--messages", "10", "--slice", "100"],
         &["bench", "produce", "--producers", "0"],
+        &["bench", "ordering", "--aggregates", "0"],
     ] {
         let (ok, _, err) = run(&mut bare(args));
         assert!(!ok, "{args:?} succeeded");

@@ -83,7 +83,8 @@ pub struct RelayFlags {
     /// How often expired leases are looked for [env: OUTBOX_REAP_INTERVAL] [default: 30s].
     #[arg(long)]
     reap_interval: Option<String>,
-    /// Claim/publish pipelines in parallel, 1..=64 [env: OUTBOX_CONCURRENCY] [default: 1].
+    /// Claim/publish pipelines in parallel, 1..=64; with ordering on, each
+    /// aggregate's messages still go out in order [env: OUTBOX_CONCURRENCY] [default: 4].
     #[arg(long)]
     concurrency: Option<String>,
     /// At most this many messages per second, or `off` [env: OUTBOX_RATE_LIMIT] [default: off].

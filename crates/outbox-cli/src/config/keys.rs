@@ -121,7 +121,8 @@ pub const KEYS: &[Key] = &[
         "concurrency",
         "OUTBOX_CONCURRENCY",
         "--concurrency",
-        Some("1"),
+        // RelayConfig::default().concurrency; a test holds them together.
+        Some("4"),
     ),
     key(
         "rate_limit",

@@ -26,6 +26,9 @@ fn defaults_match_the_relay_defaults() {
     assert_eq!(c.retry, d.retry);
     assert_eq!(c.idle_sleep, d.idle_sleep);
     assert_eq!(c.notify, d.notify);
+    assert_eq!(c.concurrency, d.concurrency);
+    assert_eq!(c.ordering, d.ordering);
+    assert_eq!(c.bucket_lease, d.bucket_lease);
     assert_eq!(c.rate_limit, None);
     assert_eq!(s.schema.name(), "outbox");
     assert_eq!(s.source("batch_size"), &Source::Default);

@@ -6,10 +6,12 @@
 //! through the real engine and the PostgreSQL publisher.
 
 mod latency;
+mod ordering;
 mod produce;
 mod progress;
 mod soak;
 pub use latency::{idle_queries_per_second, latency, Latency};
+pub use ordering::{drain_process, hot_table_bytes_per_message};
 pub use produce::{produce, ProduceMode, ProduceParams, ProduceResult};
 pub use progress::{Counting, Progress};
 pub use soak::{soak, Soak, SoakParams, SoakSlice};
@@ -35,6 +37,10 @@ pub enum Algorithm {
     DeleteLimit,
     /// The outbox relay: claim, publish, settle (three statements, leased).
     Relay,
+    /// The `outbox relay` binary started as a process with its default
+    /// settings, timed from launch to the last `sent_at`
+    /// ([`drain_process`]).
+    RelayProcess,
 }
 
 impl Algorithm {
@@ -45,6 +51,7 @@ impl Algorithm {
             Self::NaiveUpdate => "naive UPDATE batch",
             Self::DeleteLimit => "DELETE one-statement limit",
             Self::Relay => "outbox relay",
+            Self::RelayProcess => "outbox relay process",
         }
     }
 
@@ -55,6 +62,7 @@ impl Algorithm {
             Self::NaiveUpdate => "naive_update",
             Self::DeleteLimit => "delete_limit",
             Self::Relay => "relay",
+            Self::RelayProcess => "relay_process",
         }
     }
 }
@@ -77,6 +85,23 @@ impl DrainResult {
     }
 }
 
+/// What a drain runs on and with, beyond the algorithm.
+#[derive(Debug, Clone, Copy)]
+pub struct DrainSpec {
+    /// Relay pipelines (the relay only).
+    pub concurrency: usize,
+    /// Messages preloaded.
+    pub messages: u64,
+    /// Aggregates the outbox backlog is dealt over, round-robin; `None`:
+    /// one aggregate per message. The reference algorithms ignore it
+    /// (their table has no order to keep).
+    pub aggregates: Option<u64>,
+    /// Batch size of the relay and of the batch algorithms.
+    pub batch_size: usize,
+    /// The relay's ordering mode.
+    pub ordering: crate::relay::Ordering,
+}
+
 /// Drains a preloaded backlog of `messages` with `algorithm` in a fresh
 /// schema of the database behind `pool` (dropped afterwards). Checks that
 /// every message was published exactly once before reporting a figure.
@@ -88,56 +113,108 @@ pub async fn drain(
     batch_size: usize,
     progress: &Progress,
 ) -> Result<DrainResult> {
-    let schema = fresh_schema()?;
-    let result = drain_in(
-        pool,
-        &schema,
-        algorithm,
+    let spec = DrainSpec {
         concurrency,
         messages,
+        aggregates: None,
         batch_size,
-        progress,
-    )
-    .await;
+        ordering: RelayConfig::default().ordering,
+    };
+    drain_spec(pool, algorithm, &spec, progress).await
+}
+
+/// [`drain`] with every knob of [`DrainSpec`].
+pub async fn drain_spec(
+    pool: &Pool,
+    algorithm: Algorithm,
+    spec: &DrainSpec,
+    progress: &Progress,
+) -> Result<DrainResult> {
+    let schema = fresh_schema()?;
+    let result = drain_in(pool, &schema, algorithm, spec, progress).await;
+    drop_schema(pool, &schema).await?;
+    result
+}
+
+/// Drops a bench schema.
+async fn drop_schema(pool: &Pool, schema: &Schema) -> Result<()> {
     let client = pool.get().await?;
     client
-        .batch_execute(&BenchQueries::new(&schema).drop_schema)
+        .batch_execute(&BenchQueries::new(schema).drop_schema)
         .await?;
-    result
+    Ok(())
+}
+
+/// Migrates `schema` and preloads the backlog `algorithm` drains: the
+/// outbox table for the relay, the seed-shaped table for the references.
+async fn prepare(
+    pool: &Pool,
+    schema: &Schema,
+    algorithm: Algorithm,
+    spec: &DrainSpec,
+) -> Result<()> {
+    let bq = BenchQueries::new(schema);
+    let n = spec.messages as i64;
+    let client = pool.get().await?;
+    outbox::migrate(&**client, schema).await?;
+    if matches!(algorithm, Algorithm::Relay | Algorithm::RelayProcess) {
+        match spec.aggregates {
+            Some(a) => {
+                client
+                    .execute(&bq.preload_outbox_spread, &[&n, &(a.max(1) as i64)])
+                    .await?
+            }
+            None => client.execute(&bq.preload_outbox, &[&n]).await?,
+        };
+        client.batch_execute(&bq.vacuum_messages).await?;
+    } else {
+        client.batch_execute(&bq.seed_create).await?;
+        client.execute(&bq.seed_preload, &[&n]).await?;
+        client.batch_execute(&bq.vacuum_seed).await?;
+    }
+    // Start every timed drain from a clean slate: the preload's (and the
+    // previous run's) dirty pages written out now, not by a checkpoint
+    // landing in the middle of whichever algorithm runs next. Needs
+    // superuser or pg_checkpoint; without it, runs are only noisier.
+    if let Err(e) = client.batch_execute(&bq.checkpoint).await {
+        tracing::debug!(error = %e, "no CHECKPOINT before the drain");
+    }
+    Ok(())
+}
+
+/// Checks that every message of the backlog was published exactly once
+/// and none is left unsettled.
+async fn check_drained(pool: &Pool, schema: &Schema, algorithm: Algorithm, n: i64) -> Result<()> {
+    let bq = BenchQueries::new(schema);
+    let client = pool.get().await?;
+    let published: i64 = client.query_one(&bq.published_distinct, &[]).await?.get(0);
+    let unsent: i64 = if matches!(algorithm, Algorithm::Relay | Algorithm::RelayProcess) {
+        let q = Queries::new(schema);
+        client.query_one(&q.demo_unsettled, &[]).await?.get(0)
+    } else {
+        client.query_one(&bq.seed_unsent, &[]).await?.get(0)
+    };
+    if published != n || unsent != 0 {
+        return Err(Error::Check(format!(
+            "{}: drained {published} of {n} messages ({unsent} left unsent)",
+            algorithm.label()
+        )));
+    }
+    Ok(())
 }
 
 async fn drain_in(
     pool: &Pool,
     schema: &Schema,
     algorithm: Algorithm,
-    concurrency: usize,
-    messages: u64,
-    batch_size: usize,
+    spec: &DrainSpec,
     progress: &Progress,
 ) -> Result<DrainResult> {
     let bq = BenchQueries::new(schema);
     let q = Arc::new(Queries::new(schema));
-    let n = messages as i64;
-    let limit = batch_size as i64;
-    {
-        let client = pool.get().await?;
-        outbox::migrate(&**client, schema).await?;
-        if algorithm == Algorithm::Relay {
-            client.execute(&bq.preload_outbox, &[&n]).await?;
-            client.batch_execute(&bq.vacuum_messages).await?;
-        } else {
-            client.batch_execute(&bq.seed_create).await?;
-            client.execute(&bq.seed_preload, &[&n]).await?;
-            client.batch_execute(&bq.vacuum_seed).await?;
-        }
-        // Start every timed drain from a clean slate: the preload's (and the
-        // previous run's) dirty pages written out now, not by a checkpoint
-        // landing in the middle of whichever algorithm runs next. Needs
-        // superuser or pg_checkpoint; without it, runs are only noisier.
-        if let Err(e) = client.batch_execute(&bq.checkpoint).await {
-            tracing::debug!(error = %e, "no CHECKPOINT before the drain");
-        }
-    }
+    let messages = spec.messages;
+    let limit = spec.batch_size as i64;
+    prepare(pool, schema, algorithm, spec).await?;
     let done = progress.start(algorithm.key(), messages);
     let started = Instant::now();
     match algorithm {
@@ -181,10 +258,11 @@ async fn drain_in(
         Algorithm::Relay => {
             let config = RelayConfig {
                 relay_id: "bench".into(),
-                batch_size,
-                concurrency,
+                batch_size: spec.batch_size,
+                concurrency: spec.concurrency,
                 notify: false,
                 idle_sleep: Duration::from_millis(5),
+                ordering: spec.ordering,
                 ..RelayConfig::default()
             };
             let publisher = Counting::new(
@@ -207,21 +285,14 @@ async fn drain_in(
             ran?;
             watched?;
         }
+        Algorithm::RelayProcess => {
+            return Err(Error::Config(
+                "a relay process is drained with bench::drain_process".into(),
+            ))
+        }
     }
     let elapsed = started.elapsed();
-    let client = pool.get().await?;
-    let published: i64 = client.query_one(&bq.published_distinct, &[]).await?.get(0);
-    let unsent: i64 = if algorithm == Algorithm::Relay {
-        client.query_one(&q.demo_unsettled, &[]).await?.get(0)
-    } else {
-        client.query_one(&bq.seed_unsent, &[]).await?.get(0)
-    };
-    if published != n || unsent != 0 {
-        return Err(Error::Check(format!(
-            "{}: drained {published} of {n} messages ({unsent} left unsent)",
-            algorithm.label()
-        )));
-    }
+    check_drained(pool, schema, algorithm, messages as i64).await?;
     Ok(DrainResult {
         algorithm,
         messages,
@@ -233,13 +304,24 @@ async fn drain_in(
 /// the last unsettled id seen (a drain moves forward), so it does not walk
 /// past the index entries of everything already sent, which would slow the
 /// relay it watches; a last look from id 0 makes sure nothing went back.
-async fn wait_until_settled(client: &tokio_postgres::Client, bq: &BenchQueries) -> Result<()> {
+pub async fn wait_until_settled(client: &tokio_postgres::Client, bq: &BenchQueries) -> Result<()> {
+    wait_until_settled_or(client, bq, |_| Ok(())).await
+}
+
+/// [`wait_until_settled`], calling `each` with the first unsettled id seen
+/// between looks (progress; a watched process that died fails the wait).
+pub(crate) async fn wait_until_settled_or(
+    client: &tokio_postgres::Client,
+    bq: &BenchQueries,
+    mut each: impl FnMut(i64) -> Result<()>,
+) -> Result<()> {
     let stmt = client.prepare(&bq.first_unsettled).await?;
     let mut from = 0_i64;
     loop {
         match client.query_opt(&stmt, &[&from]).await? {
             Some(row) => {
                 from = row.get(0);
+                each(from)?;
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
             None if from == 0 => return Ok(()),

@@ -13,8 +13,21 @@ pub struct BenchQueries {
     /// Preloads `$1 int8` pending messages numbered after `$2 int8` (for a
     /// backlog loaded in slices).
     pub preload_outbox_from: String,
+    /// Preloads `$1 int8` pending messages over `$2 int8` aggregates, dealt
+    /// round-robin (message g belongs to aggregate `g mod $2`): consecutive
+    /// ids belong to different aggregates, as under many producers, and
+    /// each aggregate's messages are `$2` ids apart.
+    pub preload_outbox_spread: String,
     /// `(heap bytes, index bytes, dead tuples)` of `<schema>.messages`.
     pub hot_table_health: String,
+    /// `pg_total_relation_size` of `<schema>.messages` (heap, TOAST and
+    /// every index), bytes.
+    pub hot_table_total_bytes: String,
+    /// The database's clock now (`clock_timestamp()`): what `sent_at` is
+    /// compared against when timing a relay process.
+    pub clock_now: String,
+    /// The latest `sent_at` in `messages_sent`.
+    pub last_sent_at: String,
     /// One hand-written enqueue, as an application would write it without
     /// the library: `$1 event_type, $2 aggregate_type, $3 aggregate_id,
     /// $4 topic, $5 jsonb payload`.
@@ -76,6 +89,14 @@ impl BenchQueries {
                  SELECT 'bench.event', 'bench', g::text, 'bench', \
                         jsonb_build_object('i', g, 'pad', repeat('x', 100)) \
                    FROM generate_series($2::int8 + 1, $2::int8 + $1::int8) g"),
+            preload_outbox_spread: r("INSERT INTO {schema}.messages \
+                 (event_type, aggregate_type, aggregate_id, topic, payload) \
+                 SELECT 'bench.event', 'bench', (g % $2::int8)::text, 'bench', \
+                        jsonb_build_object('i', g, 'pad', repeat('x', 100)) \
+                   FROM generate_series(1, $1::int8) g"),
+            hot_table_total_bytes: r("SELECT pg_total_relation_size('{schema}.messages')"),
+            clock_now: "SELECT clock_timestamp()".to_owned(),
+            last_sent_at: r("SELECT max(sent_at) FROM {schema}.messages_sent"),
             hot_table_health: r("SELECT pg_relation_size('{schema}.messages'), \
                         pg_indexes_size('{schema}.messages'), \
                         pg_stat_get_dead_tuples('{schema}.messages'::regclass)"),

@@ -3,6 +3,7 @@
 //! hand-written INSERT, the first slice of a soak), so each is a ratio.
 
 mod bar;
+mod ordering;
 mod produce;
 mod soak;
 mod throughput;
@@ -15,8 +16,8 @@ use bar::Bar;
 pub struct Args {
     #[command(subcommand)]
     scenario: Scenario,
-    /// Backlog size (drain, baseline: 40,000; soak: 1,000,000), or
-    /// transactions (produce: 20,000).
+    /// Backlog size (drain, baseline: 40,000; ordering: 200,000; soak:
+    /// 1,000,000), or transactions (produce: 20,000).
     #[arg(long, global = true)]
     messages: Option<u64>,
     /// Batch size of the relay and of the batch algorithms.
@@ -53,6 +54,18 @@ enum Scenario {
         /// Poll only (as behind transaction-mode PgBouncer).
         #[arg(long)]
         no_notify: bool,
+    },
+    /// Per-aggregate ordering's cost: a backlog spread over many aggregates
+    /// drained with ordering on and off, one aggregate's backlog with it
+    /// on, and the `outbox relay` process with its default settings against
+    /// the one-statement DELETE limit on the spread backlog.
+    Ordering {
+        /// Aggregates the backlog is dealt over, round-robin.
+        #[arg(long, default_value_t = 10_000)]
+        aggregates: u64,
+        /// Messages of the one-aggregate case.
+        #[arg(long, default_value_t = 40_000)]
+        one_aggregate: u64,
     },
     /// An idle relay for a while: how many queries per second it issues.
     Idle {
@@ -123,6 +136,25 @@ pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
                 hold: None,
             };
             soak::run(&url, p, hold_seconds, args.runs, args.json).await
+        }
+        Scenario::Ordering {
+            aggregates,
+            one_aggregate,
+        } => {
+            anyhow::ensure!(
+                aggregates > 0 && one_aggregate > 0,
+                "--aggregates and --one-aggregate must be positive"
+            );
+            let p = ordering::Params {
+                messages: args.messages.unwrap_or(200_000),
+                aggregates,
+                one_aggregate,
+                batch_size: args.batch_size,
+                runs: args.runs,
+                concurrency,
+                json: args.json,
+            };
+            ordering::run(&url, p).await
         }
         Scenario::Drain | Scenario::Baseline => {
             let t = throughput::Params {

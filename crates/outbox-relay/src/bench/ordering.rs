@@ -1,0 +1,138 @@
+//! `bench ordering`'s own pieces: the relay as an operator starts it (a
+//! process with its default settings, timed from launch to the last
+//! `sent_at`), and the hot table's bytes per pending message. The in-process
+//! drains (ordering on and off, spread or one aggregate) are
+//! [`super::drain_spec`].
+
+use super::{
+    check_drained, drop_schema, fresh_schema, prepare, wait_until_settled_or, Algorithm,
+    DrainResult, DrainSpec, Progress,
+};
+use crate::{Error, Result};
+use deadpool_postgres::Pool;
+use outbox::sql::BenchQueries;
+use outbox::Schema;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// Kills the relay process however the drain ends (an error, a panic).
+struct Running {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Running {
+    /// The end of what the process wrote to stderr.
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // Every row is settled by now (or the drain failed): nothing in
+        // flight is lost, and the schema is dropped next.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// Preloads the backlog of `spec` in a fresh schema, starts the process
+/// `command(schema)` returns (a relay on that schema), and times it from
+/// just before the launch to the last `sent_at`, both read from the
+/// database's clock, so process start-up, connecting and the schema check
+/// count, and the watcher's polling does not. The process is killed once
+/// every message is settled; the schema is dropped.
+pub async fn drain_process(
+    pool: &Pool,
+    spec: &DrainSpec,
+    command: impl FnOnce(&Schema) -> Command,
+    progress: &Progress,
+) -> Result<DrainResult> {
+    let schema = fresh_schema()?;
+    let result = drain_process_in(pool, &schema, spec, command, progress).await;
+    drop_schema(pool, &schema).await?;
+    result
+}
+
+async fn drain_process_in(
+    pool: &Pool,
+    schema: &Schema,
+    spec: &DrainSpec,
+    command: impl FnOnce(&Schema) -> Command,
+    progress: &Progress,
+) -> Result<DrainResult> {
+    let algorithm = Algorithm::RelayProcess;
+    prepare(pool, schema, algorithm, spec).await?;
+    let bq = BenchQueries::new(schema);
+    let client = pool.get().await?;
+    let done = progress.start(algorithm.key(), spec.messages);
+    let log = std::env::temp_dir().join(format!("{}.relay.log", schema.name()));
+    let stderr = std::fs::File::create(&log)
+        .map_err(|e| Error::Check(format!("cannot create {}: {e}", log.display())))?;
+    let launched: chrono::DateTime<chrono::Utc> =
+        client.query_one(&bq.clock_now, &[]).await?.get(0);
+    let mut cmd = command(schema);
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .map_err(|e| Error::Config(format!("cannot start the relay process: {e}")))?;
+    let mut running = Running { child, log };
+    // Ids start at 1 in a fresh schema: the first unsettled id is about
+    // how many are done.
+    let watched = wait_until_settled_or(&client, &bq, |from| {
+        done.store(
+            from.saturating_sub(1).max(0) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        match running.child.try_wait() {
+            Ok(Some(status)) => Err(Error::Check(format!(
+                "the relay process exited ({status}) before the backlog was sent:\n{}",
+                running.log_tail()
+            ))),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    watched?;
+    let last: Option<chrono::DateTime<chrono::Utc>> =
+        client.query_one(&bq.last_sent_at, &[]).await?.get(0);
+    drop(running);
+    let last = last.ok_or_else(|| Error::Check("the relay process sent nothing".into()))?;
+    let elapsed = (last - launched)
+        .to_std()
+        .unwrap_or(Duration::ZERO)
+        .max(Duration::from_micros(1));
+    check_drained(pool, schema, algorithm, spec.messages as i64).await?;
+    Ok(DrainResult {
+        algorithm,
+        messages: spec.messages,
+        elapsed,
+    })
+}
+
+/// Bytes of `messages` (heap, TOAST, every index) per pending message,
+/// with the backlog of `spec` preloaded in a fresh schema (dropped
+/// afterwards). The hot table is the same whatever the ordering mode:
+/// ordering (migration 7) adds no column and no index to it.
+pub async fn hot_table_bytes_per_message(pool: &Pool, spec: &DrainSpec) -> Result<f64> {
+    let schema = fresh_schema()?;
+    let result = async {
+        prepare(pool, &schema, Algorithm::Relay, spec).await?;
+        let bq = BenchQueries::new(&schema);
+        let client = pool.get().await?;
+        let bytes: i64 = client
+            .query_one(&bq.hot_table_total_bytes, &[])
+            .await?
+            .get(0);
+        Ok(bytes as f64 / spec.messages.max(1) as f64)
+    }
+    .await;
+    drop_schema(pool, &schema).await?;
+    result
+}
