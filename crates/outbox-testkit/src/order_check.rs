@@ -13,7 +13,6 @@
 //! crash or a lease takeover explains them; the caller decides which.
 
 use crate::webhook::Received;
-use crate::TestSchema;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// An aggregate: `(aggregate_type, aggregate_id)`.
@@ -172,23 +171,9 @@ pub fn check(deliveries: &[Delivery]) -> OrderReport {
     report
 }
 
-/// Order violations recorded in `messages_sent`: a message of an aggregate
-/// claimed before the message before it was sent, unless both went out in
-/// one claim (same `locked_by` and `locked_at`: one chain, in order). The
-/// design note's race checker (docs/design/ordering.md §4.5).
-pub async fn sent_order_violations(t: &TestSchema) -> i64 {
-    t.count(
-        "SELECT count(*) FROM ( \
-           SELECT locked_by, locked_at, \
-                  lag(id) OVER w AS pid, lag(locked_by) OVER w AS pby, \
-                  lag(locked_at) OVER w AS pat, lag(sent_at) OVER w AS psent \
-             FROM {schema}.messages_sent \
-           WINDOW w AS (PARTITION BY aggregate_type, aggregate_id ORDER BY id)) x \
-         WHERE pid IS NOT NULL \
-           AND NOT ((locked_by, locked_at) IS NOT DISTINCT FROM (pby, pat) OR locked_at >= psent)",
-    )
-    .await
-}
+/// Order violations recorded in `messages_sent` (the design note's race
+/// checker): one query for every test, in [`crate::ordering`].
+pub use crate::ordering::sent_order_violations;
 
 #[cfg(test)]
 mod tests {
