@@ -452,8 +452,9 @@ impl<P: Publisher> Relay<P> {
         // a message for centuries.
         let longest = policy.longest_delay();
         let key = |id: i64| batch.keys.get(&id).copied();
-        // Per aggregate: (last id in the batch, ids left live).
-        let mut chains: BTreeMap<i64, (i64, Vec<i64>)> = BTreeMap::new();
+        // Per aggregate: (last id in the batch, ids left live and whether
+        // each waits for a retry, not claimable at once).
+        let mut chains: BTreeMap<i64, (i64, Vec<(i64, bool)>)> = BTreeMap::new();
         for id in &batch.too_large {
             if let Some(k) = key(*id) {
                 chains.entry(k).or_insert((*id, Vec::new())).0 = *id;
@@ -464,7 +465,8 @@ impl<P: Publisher> Relay<P> {
         for (id, attempts, outcome) in rows {
             let k = key(id);
             let behind = k.is_some_and(|k| broken.contains(&k));
-            // Whether the message stays live (failed, released).
+            // Whether the message stays live: Some(waits for a retry) when
+            // failed or released, None when dead.
             let live = match outcome {
                 Ok(()) => {
                     p.sent.push(id);
@@ -478,7 +480,7 @@ impl<P: Publisher> Relay<P> {
                 }
                 Err(e) if behind || (e.is_retryable() && destination_down.is_some()) => {
                     p.released.push(id);
-                    true
+                    Some(false)
                 }
                 Err(e) if e.is_retryable() && !policy.exhausted(attempts) => {
                     let mut at = policy.next_run_at(attempts, now);
@@ -486,7 +488,7 @@ impl<P: Publisher> Relay<P> {
                         at = at.max(saturating_add_std(now, after.min(longest)));
                     }
                     p.failed.push((id, e.message, at));
-                    true
+                    Some(true)
                 }
                 Err(e) if e.is_retryable() => {
                     let reason = format!(
@@ -494,19 +496,19 @@ impl<P: Publisher> Relay<P> {
                         policy.max_attempts, e.message
                     );
                     p.dead.push((id, reason));
-                    false
+                    None
                 }
                 Err(e) => {
                     p.dead.push((id, format!("permanent: {}", e.message)));
-                    false
+                    None
                 }
             };
             // Not sent: the rest of its aggregate in this batch waits.
             if let Some(k) = k {
                 let chain = chains.entry(k).or_insert((id, Vec::new()));
                 chain.0 = chain.0.max(id);
-                if live {
-                    chain.1.push(id);
+                if let Some(waiting) = live {
+                    chain.1.push((id, waiting));
                 }
                 broken.insert(k);
             }
@@ -522,8 +524,8 @@ impl<P: Publisher> Relay<P> {
         {
             let mut gates = self.order.gates();
             for (k, (_, live)) in &chains {
-                for id in live {
-                    gates.hold(*k, *id);
+                for (id, waiting) in live {
+                    gates.hold(*k, *id, *waiting);
                 }
             }
         }
@@ -564,7 +566,7 @@ impl<P: Publisher> Relay<P> {
                     }
                 }
                 for (k, id) in first {
-                    gates.hold(k, id);
+                    gates.hold(k, id, true);
                 }
             }
         }
@@ -647,7 +649,10 @@ impl<P: Publisher> Relay<P> {
             // Rows of a chain this relay still counts as in flight (its
             // publish outlived the lease): the aggregate waits for them.
             let mut gates = self.order.gates();
-            reaped.iter().for_each(|r| gates.reaped(r.key, r.id));
+            reaped
+                .iter()
+                .filter(|r| !r.dead)
+                .for_each(|r| gates.reaped(r.key, r.id));
         }
         let mut cursor = self.cursor();
         // Recovered rows are claimable again, below the claim floor, once due.

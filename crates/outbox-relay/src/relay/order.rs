@@ -61,6 +61,11 @@ struct Entry {
     /// from, and every one of them is kept, so going back to a lower one
     /// (a reaped or replayed message) never forgets a higher one.
     known: BTreeSet<i64>,
+    /// Of `known`, those not claimable now (failed and waiting for their
+    /// retry, or in flight under another relay): the claim filter lets
+    /// through nothing above the lowest. The others (released, rejected)
+    /// are pending and come back in id order.
+    waiting: BTreeSet<i64>,
     /// Whether a claim's filter held this aggregate back: rows of it were
     /// passed over, below the floor.
     filtered: bool,
@@ -121,7 +126,7 @@ impl Gates {
     pub fn held(&mut self) -> Vec<(i64, i64)> {
         let mut out = Vec::new();
         for (k, e) in self.map.iter_mut() {
-            let upto = match (e.in_flight, e.known.first()) {
+            let upto = match (e.in_flight, e.waiting.first()) {
                 (Some(_), _) if self.hot.contains(k) => i64::MIN,
                 (Some(_), _) => continue,
                 (None, Some(h)) => *h,
@@ -188,6 +193,7 @@ impl Gates {
                 e.in_flight = Some(last);
                 for id in &chain {
                     e.known.remove(id);
+                    e.waiting.remove(id);
                 }
             }
             if e.in_flight.is_none() && e.known.is_empty() {
@@ -201,10 +207,13 @@ impl Gates {
     /// Message `id` of aggregate `key` stays live after its chain's settle
     /// (failed, released): only ids up to the lowest such may be claimed.
     /// Called before the statement, for every message of the chain left live.
-    pub fn hold(&mut self, key: i64, id: i64) {
+    pub fn hold(&mut self, key: i64, id: i64, waiting: bool) {
         let e = self.map.entry(key).or_default();
         e.in_flight = None;
         e.known.insert(id);
+        if waiting {
+            e.waiting.insert(id);
+        }
     }
 
     /// The chain of `key` ending at `last` is sent or dead, and the
@@ -227,6 +236,7 @@ impl Gates {
     pub fn reaped(&mut self, key: i64, id: i64) {
         if let Some(e) = self.map.get_mut(&key) {
             e.known.insert(id);
+            e.waiting.insert(id);
             // A chain of ours that lost its lease can settle none of it:
             // the aggregate goes on from the reaped message.
             if e.in_flight.is_some_and(|last| id <= last) {
@@ -242,6 +252,7 @@ impl Gates {
             let e = self.map.entry(key).or_default();
             if e.in_flight.is_none() {
                 e.known.insert(id);
+                e.waiting.insert(id);
             }
         }
     }
@@ -255,6 +266,7 @@ impl Gates {
                 return true;
             }
             e.known.clear();
+            e.waiting.clear();
             e.in_flight.is_some()
         });
     }
@@ -265,7 +277,7 @@ impl Gates {
         self.map
             .iter()
             .filter(|(_, e)| e.in_flight.is_none())
-            .filter_map(|(k, e)| e.known.first().map(|h| (*k, *h)))
+            .filter_map(|(k, e)| e.waiting.first().map(|h| (*k, *h)))
             .collect()
     }
 
@@ -275,12 +287,14 @@ impl Gates {
     /// where the floor must go back to, as [`Self::open`].
     pub fn moved(&mut self, key: i64, was: i64, now: Option<i64>) -> Option<i64> {
         let e = self.map.get_mut(&key)?;
-        if e.in_flight.is_some() || e.known.first() != Some(&was) || now == Some(was) {
+        if e.in_flight.is_some() || e.waiting.first() != Some(&was) || now == Some(was) {
             return None;
         }
         e.known.remove(&was);
+        e.waiting.remove(&was);
         if let Some(id) = now {
             e.known.insert(id);
+            e.waiting.insert(id);
         }
         if !e.known.is_empty() {
             return None;
@@ -349,7 +363,11 @@ mod tests {
         g.claiming();
         assert_eq!(g.open(A, 2), None);
         assert_eq!(g.gate(A), Some(Gate::From(3)));
-        assert_eq!(g.held(), vec![(A, 3)]);
+        // Released, hence claimable: no filter, the claim brings them in
+        // id order (a claim without 3 stops below it, see admit).
+        assert!(g.held().is_empty());
+        g.claiming();
+        assert_eq!(g.admit(&[(5, A)]).rejected, vec![5]);
         // Its next chain is held back in SQL from the start.
         g.claiming();
         g.admit(&[(3, A), (5, A)]);
@@ -415,7 +433,7 @@ mod tests {
         let mut g = Gates::default();
         g.admit(&[(1, A), (2, A), (3, A)]);
         // 1 failed, 2 and 3 released behind it.
-        g.hold(A, 1);
+        g.hold(A, 1, true);
         assert_eq!(g.held(), vec![(A, 1)]);
         // A claim that started before the hold brings 2 and 3: too early.
         assert_eq!(g.admit(&[(2, A), (3, A)]).rejected, vec![2, 3]);
@@ -439,13 +457,13 @@ mod tests {
     #[test]
     fn a_lower_unknown_message_is_admitted_up_to_the_known_head() {
         let mut g = Gates::default();
-        g.hold(A, 5);
+        g.hold(A, 5, true);
         // 5 is brought, so nothing known is passed: one chain.
         assert!(g.admit(&[(2, A), (5, A), (6, A)]).rejected.is_empty());
         g.open(A, 6);
         assert_eq!(g.gate(A), None);
         // Without 5, the chain stops below it.
-        g.hold(A, 5);
+        g.hold(A, 5, true);
         g.claiming();
         assert_eq!(g.admit(&[(2, A), (6, A)]).rejected, vec![6]);
         assert_eq!(
@@ -462,7 +480,7 @@ mod tests {
         assert!(g.admit(&[(5, A), (6, A)]).rejected.is_empty());
         g.open(A, 6);
         // Only a lower one: the known head waits again once it is done.
-        g.hold(A, 5);
+        g.hold(A, 5, true);
         g.claiming();
         assert!(g.admit(&[(3, A)]).rejected.is_empty());
         assert_eq!(g.open(A, 3), None);
@@ -474,7 +492,7 @@ mod tests {
     #[test]
     fn going_back_to_a_lower_message_keeps_the_head_above() {
         let mut g = Gates::default();
-        g.hold(A, 9);
+        g.hold(A, 9, true);
         g.reaped(A, 4);
         assert_eq!(g.gate(A), Some(Gate::From(4)));
         // A chain of ours whose lease ran out: reaped, it no longer blocks.
