@@ -156,3 +156,33 @@ pub fn assert_aggregate_order_in(got: &[(String, i64)]) {
     let bad = outbox_testkit::ordering::first_deliveries_out_of_order(got);
     assert!(bad.is_empty(), "aggregates out of order: {bad:?}");
 }
+
+/// Enqueues one message per `(aggregate id, n)`, in this order, aggregate
+/// type `order`; returns the ids.
+pub async fn enqueue_rows(t: &outbox_testkit::TestSchema, rows: &[(String, i64)]) -> Vec<i64> {
+    let outbox = outbox::Outbox::with_schema(t.schema.clone());
+    let client = t.pool.get().await.unwrap();
+    let msgs: Vec<outbox::NewMessage> = rows
+        .iter()
+        .map(|(agg, n)| {
+            outbox::NewMessage::new(
+                "order.changed",
+                "order",
+                agg.clone(),
+                &json!({"agg": agg, "n": n}),
+            )
+            .unwrap()
+            .topic("orders")
+        })
+        .collect();
+    let mut ids = Vec::with_capacity(rows.len());
+    for chunk in msgs.chunks(1000) {
+        let got = outbox.enqueue_many(&**client, chunk).await.unwrap();
+        ids.extend(got.iter().map(|e| e.id));
+    }
+    ids
+}
+
+pub fn of(agg: &str, n: usize) -> Vec<(String, i64)> {
+    (0..n as i64).map(|i| (agg.to_owned(), i)).collect()
+}

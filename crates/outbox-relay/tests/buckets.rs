@@ -1,0 +1,247 @@
+//! The buckets behind per-aggregate order (migration 7), at SQL level:
+//! fair shares between relays, the registration a claim needs, takeover
+//! fencing, and the key that picks a bucket.
+
+mod support;
+
+use outbox_relay::store::{BucketSet, ClaimParams, OrderFilter, BUCKETS};
+use outbox_relay::Store;
+use outbox_testkit::TestSchema;
+use std::collections::HashMap;
+use std::time::Duration;
+use support::{enqueue_rows as enqueue, of};
+
+/// Owners of the buckets: relay id → buckets owned.
+async fn owners(t: &TestSchema) -> HashMap<String, i64> {
+    let client = t.pool.get().await.unwrap();
+    let sql = format!(
+        "SELECT owner, count(*) FROM {}.relay_buckets WHERE owner IS NOT NULL GROUP BY 1",
+        t.schema.quoted()
+    );
+    client
+        .query(&sql, &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+}
+
+#[tokio::test]
+async fn buckets_are_shared_fairly_between_one_two_and_three_relays() {
+    let t = TestSchema::new("ord_fair").await;
+    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let lease = Duration::from_secs(30);
+    let beat = |id: &'static str, token: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .relay_heartbeat(id, token, "aggregate", lease)
+                .await
+                .unwrap()
+        }
+    };
+    let b = beat("r1", 1).await;
+    assert!(!b.renewed, "first beat registers");
+    assert_eq!(
+        (b.owned.len(), b.gained.len()),
+        (BUCKETS, BUCKETS),
+        "alone, r1 owns all"
+    );
+    assert!(beat("r1", 1).await.renewed);
+
+    // A second relay gets nothing until r1 gives back its excess.
+    assert_eq!(beat("r2", 2).await.owned.len(), 0);
+    assert_eq!(beat("r1", 1).await.owned.len(), 512);
+    let b2 = beat("r2", 2).await;
+    assert_eq!((b2.owned.len(), b2.gained.len()), (512, 512));
+    assert_eq!(
+        owners(&t).await,
+        HashMap::from([("r1".into(), 512), ("r2".into(), 512)])
+    );
+
+    // A third: ceil(1024 / 3) = 342 each at most, all owned after a round.
+    beat("r3", 3).await;
+    for _ in 0..2 {
+        for (id, token) in [("r1", 1), ("r2", 2), ("r3", 3)] {
+            beat(id, token).await;
+        }
+    }
+    let o = owners(&t).await;
+    assert_eq!(o.values().sum::<i64>(), 1024, "{o:?}");
+    assert!(o.values().all(|n| (340..=342).contains(n)), "{o:?}");
+    // Repeated beats change nothing.
+    beat("r1", 1).await;
+    beat("r2", 2).await;
+    beat("r3", 3).await;
+    assert_eq!(owners(&t).await, o);
+
+    // Two leave: the last one takes everything back.
+    store.relay_leave("r2", 2).await.unwrap();
+    store.relay_leave("r3", 3).await.unwrap();
+    assert_eq!(beat("r1", 1).await.owned.len(), BUCKETS);
+}
+
+#[tokio::test]
+async fn a_relay_whose_registration_expired_claims_nothing() {
+    let t = TestSchema::new("ord_expired").await;
+    enqueue(&t, &of("A", 3)).await;
+    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let claim = |token: i64| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_messages(ClaimParams {
+                    limit: 10,
+                    relay_id: "r1",
+                    from_id: i64::MIN,
+                    max_batch_bytes: i64::MAX,
+                    max_message_bytes: i64::MAX,
+                    ordered: Some(OrderFilter {
+                        token,
+                        owned: None,
+                        held: &[],
+                    }),
+                })
+                .await
+                .unwrap()
+        }
+    };
+    // Not registered at all: nothing.
+    assert!(claim(7).await.messages.is_empty());
+    // Registered with a short lease: another token (an earlier incarnation)
+    // claims nothing, ours claims.
+    store
+        .relay_heartbeat("r1", 7, "aggregate", Duration::from_millis(400))
+        .await
+        .unwrap();
+    assert!(claim(8).await.messages.is_empty());
+    let c = claim(7).await;
+    assert_eq!(c.messages.len(), 3, "a registered relay claims");
+    // Hand it back, then let the registration expire.
+    t.exec("UPDATE {schema}.messages SET status = 'pending', locked_by = NULL, locked_at = NULL")
+        .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(
+        claim(7).await.messages.is_empty(),
+        "an expired registration fences the claim"
+    );
+}
+
+#[tokio::test]
+async fn a_takeover_waits_for_the_claim_of_the_expired_relay() {
+    let t = TestSchema::new("ord_fence").await;
+    let store = Store::new(t.pool.clone(), t.schema.clone());
+    store
+        .relay_heartbeat("old", 1, "aggregate", Duration::from_millis(300))
+        .await
+        .unwrap();
+    // A claim of "old" in progress holds its row FOR SHARE, as the claim
+    // statement does while it runs.
+    let mut client = t.pool.get().await.unwrap();
+    let tx = client.transaction().await.unwrap();
+    tx.execute(
+        &format!(
+            "SELECT 1 FROM {}.relays WHERE relay_id = 'old' FOR SHARE",
+            t.schema.quoted()
+        ),
+        &[],
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let takeover = tokio::spawn({
+        let store = store.clone();
+        async move {
+            store
+                .relay_heartbeat("new", 2, "aggregate", Duration::from_secs(30))
+                .await
+                .unwrap()
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !takeover.is_finished(),
+        "the takeover waits for the running claim"
+    );
+    tx.commit().await.unwrap();
+    let b = takeover.await.unwrap();
+    assert_eq!(b.owned.len(), BUCKETS, "then takes every bucket");
+    assert_eq!(owners(&t).await, HashMap::from([("new".into(), 1024)]));
+}
+
+#[tokio::test]
+async fn key_allowed_reads_the_bucket_from_the_aggregate_key() {
+    let t = TestSchema::new("ord_key_allowed").await;
+    let client = t.pool.get().await.unwrap();
+    let s = t.schema.quoted();
+    // Pinned: a change of hashtextextended (or of the key's text) would
+    // move every aggregate to another bucket.
+    for (agg_type, agg_id, key) in [
+        ("order", "1", -4_305_178_962_082_394_301_i64),
+        ("order", "ord-42", 8_928_155_695_810_825_411),
+        ("customer", "c-7", -7_682_094_474_083_158_886),
+        ("", "", 3_467_210_885_885_489_972),
+    ] {
+        let got: i64 = client
+            .query_one(
+                &format!("SELECT {s}.aggregate_key($1, $2)"),
+                &[&agg_type, &agg_id],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(got, key, "aggregate_key({agg_type:?}, {agg_id:?})");
+    }
+    assert_eq!(BucketSet::of(-4_305_178_962_082_394_301), 835);
+    assert_eq!(BucketSet::of(8_928_155_695_810_825_411), 195);
+
+    // Every third bucket owned: key_allowed agrees with key & 1023 for 3,000
+    // aggregates, and so does the relay's BucketSet.
+    let mut owned = BucketSet::default();
+    (0..BUCKETS).step_by(3).for_each(|b| owned.insert(b));
+    let rows = client
+        .query(
+            &format!(
+                "SELECT g::text, {s}.aggregate_key('order', g::text), \
+                        {s}.key_allowed('order', g::text, 1, $1, '{{}}', '{{}}') \
+                   FROM generate_series(1, 3000) g"
+            ),
+            &[&owned.as_bytes()],
+        )
+        .await
+        .unwrap();
+    let mut allowed = 0;
+    for r in &rows {
+        let (key, ok): (i64, bool) = (r.get(1), r.get(2));
+        let bucket: usize = (key & 1023) as usize;
+        assert_eq!(
+            ok,
+            owned.contains(bucket),
+            "aggregate {}",
+            r.get::<_, String>(0)
+        );
+        assert_eq!(BucketSet::of(key), bucket);
+        allowed += usize::from(ok);
+    }
+    assert!(
+        (800..1200).contains(&allowed),
+        "{allowed} of 3000 in a third of the buckets"
+    );
+    // NULL owns every bucket; a held key lets ids up to its head through.
+    let held: (bool, bool, bool) = {
+        let r = client
+            .query_one(
+                &format!(
+                    "SELECT {s}.key_allowed('order', '1', 5, NULL, ARRAY[{s}.aggregate_key('order', '1')], ARRAY[5::int8]), \
+                            {s}.key_allowed('order', '1', 6, NULL, ARRAY[{s}.aggregate_key('order', '1')], ARRAY[5::int8]), \
+                            {s}.key_allowed('order', '2', 6, NULL, ARRAY[{s}.aggregate_key('order', '1')], ARRAY[5::int8])"
+                ),
+                &[],
+            )
+            .await
+            .unwrap();
+        (r.get(0), r.get(1), r.get(2))
+    };
+    assert_eq!(held, (true, false, true));
+}
