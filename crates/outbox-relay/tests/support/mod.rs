@@ -186,3 +186,54 @@ pub async fn enqueue_rows(t: &outbox_testkit::TestSchema, rows: &[(String, i64)]
 pub fn of(agg: &str, n: usize) -> Vec<(String, i64)> {
     (0..n as i64).map(|i| (agg.to_owned(), i)).collect()
 }
+
+/// A relay `relay_id` publishing to the outbox database's sink.
+pub fn sink_relay(
+    t: &outbox_testkit::TestSchema,
+    relay_id: &str,
+    config: outbox_relay::RelayConfig,
+) -> outbox_relay::Relay<outbox_relay::publishers::postgres::PostgresPublisher> {
+    use outbox_relay::publishers::postgres::PostgresPublisher;
+    use outbox_relay::{Relay, RelayConfig, Store};
+    let config = RelayConfig {
+        relay_id: relay_id.to_owned(),
+        ..config
+    };
+    let publisher = PostgresPublisher::new(
+        t.pool.clone(),
+        std::sync::Arc::new(outbox::sql::Queries::new(&t.schema)),
+        relay_id,
+    );
+    Relay::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        publisher,
+        config,
+    )
+    .unwrap()
+}
+
+/// `n` messages on `topic`, aggregate `thing`/`i` for i in 0..n.
+pub async fn enqueue_n(t: &outbox_testkit::TestSchema, n: usize, topic: &str) -> Vec<i64> {
+    use outbox::{NewMessage, Outbox};
+    let outbox = Outbox::with_schema(t.schema.clone());
+    let client = t.pool.get().await.unwrap();
+    let msgs: Vec<NewMessage> = (0..n)
+        .map(|i| {
+            NewMessage::new("thing.happened", "thing", i.to_string(), &json!({"i": i}))
+                .unwrap()
+                .topic(topic)
+        })
+        .collect();
+    let mut ids = Vec::with_capacity(n);
+    for chunk in msgs.chunks(1000) {
+        ids.extend(
+            outbox
+                .enqueue_many(&**client, chunk)
+                .await
+                .unwrap()
+                .iter()
+                .map(|e| e.id),
+        );
+    }
+    ids
+}
