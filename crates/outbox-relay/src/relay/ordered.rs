@@ -141,12 +141,7 @@ impl<P: Publisher> Relay<P> {
                     "gave buckets of aggregates to another relay"
                 );
             }
-            let mut load = beat.owned.minus(&turn.owned);
-            for b in 0..BUCKETS {
-                if beat.gained.contains(b) {
-                    load.insert(b);
-                }
-            }
+            let load = beat.owned.minus(&turn.owned).union(&beat.gained);
             if !load.is_empty() {
                 let held = self.store.held_in_buckets(&load).await?;
                 ctl.gates().load(&held);

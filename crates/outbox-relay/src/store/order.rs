@@ -53,6 +53,15 @@ impl BucketSet {
         Self(out)
     }
 
+    /// Buckets in `self` or in `other`.
+    pub fn union(&self, other: &Self) -> Self {
+        let mut out = self.0;
+        for (o, b) in out.iter_mut().zip(other.0) {
+            *o |= b;
+        }
+        Self(out)
+    }
+
     /// The map as `bytea`.
     pub fn as_bytes(&self) -> &[u8] {
         &self.0
