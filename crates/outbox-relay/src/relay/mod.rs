@@ -59,6 +59,9 @@ pub struct PassStats {
     pub released: u64,
     /// With ordering on, the aggregates the claim brought (0 with it off).
     pub aggregates: usize,
+    /// With ordering on, rows the claim brought that another chain of their
+    /// aggregate had to go before (released, counted in `released`).
+    pub held_back: usize,
 }
 
 impl std::fmt::Display for PassStats {
@@ -231,8 +234,8 @@ impl<P: Publisher> Relay<P> {
             max_message_bytes: self.config.max_message_bytes as i64,
             ordered: None,
         };
-        // With ordering on, the cursor is read and moved only under the
-        // claim turn, the buckets up to date (see `claim_in_order`).
+        // With ordering on, claims are admitted against the gates, the
+        // buckets up to date (see `claim_in_order`).
         let (claimed, held_back) = match self.config.ordering {
             Ordering::None => {
                 let started = self.clock.now();

@@ -91,7 +91,11 @@ impl<P: Publisher> Relay<P> {
             let pause = match pass {
                 Ok(stats) => {
                     error_backoff = Duration::from_millis(100);
-                    if stats.claimed > 0 {
+                    // A claim whose every row had to wait for another
+                    // chain of its aggregate (pipelines racing for one busy
+                    // aggregate) found nothing this pipeline may publish:
+                    // it goes idle rather than claim and release again.
+                    if stats.claimed > stats.held_back {
                         tracing::debug!(pipeline = index, %stats, "pass");
                         // More is waiting: get an idle sibling to help, unless
                         // the batch was one aggregate's (what follows is

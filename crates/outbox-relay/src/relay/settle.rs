@@ -26,6 +26,7 @@ impl<P: Publisher> Relay<P> {
             failed: batch.too_large.len() as u64,
             dead: batch.too_large.len() as u64,
             aggregates: batch.keys.values().collect::<HashSet<_>>().len(),
+            held_back: batch.held_back.len(),
             ..PassStats::default()
         };
         let Some(lease) = batch.lease else {
