@@ -11,12 +11,23 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::EnvFilter;
 
 /// The shape of log lines.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {
     /// Human-readable, coloured on a terminal.
+    #[default]
     Text,
     /// One JSON object per line.
     Json,
+}
+
+impl LogFormat {
+    /// As written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Text => "text",
+            Self::Json => "json",
+        }
+    }
 }
 
 /// Installs the global subscriber.

@@ -16,20 +16,17 @@ use std::process::ExitCode;
 #[derive(Debug, Parser)]
 #[command(name = "outbox", version, about, propagate_version = true)]
 struct Cli {
-    /// PostgreSQL URL of the outbox database [env: DATABASE_URL].
-    // No clap `env =` here or below: the config loader reads the
-    // environment itself so it can tell where each value came from.
-    #[arg(long, global = true)]
+    // Help, variable and default from the config table; no clap `env =`
+    // here: the config loader reads the environment itself so it can tell
+    // where each value came from.
+    #[arg(long, global = true, help = config::help_line("database_url"))]
     database_url: Option<String>,
-    /// Schema holding the outbox tables [env: OUTBOX_SCHEMA] [default: outbox].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help = config::help_line("schema"))]
     schema: Option<String>,
     /// TOML configuration file; environment variables and flags override it.
     #[arg(long, env = "OUTBOX_CONFIG", global = true)]
     config: Option<PathBuf>,
-    /// Log lines as `text` (for people) or `json` (one object per line, for
-    /// log shippers); levels come from RUST_LOG [env: OUTBOX_LOG_FORMAT] [default: text].
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help = config::help_line("log_format"))]
     log_format: Option<String>,
     #[command(subcommand)]
     command: Command,

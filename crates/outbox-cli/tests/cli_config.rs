@@ -473,3 +473,47 @@ async fn ordering_decides_whether_a_failed_message_is_overtaken() {
         );
     }
 }
+
+/// One default per setting, declared once (config/keys.rs, from
+/// `RelayConfig::default()`): `outbox relay --help`, `outbox config check`
+/// and the README's performance table (which measures the defaults) all
+/// say the same.
+#[test]
+fn every_default_agrees_across_help_config_check_and_readme() {
+    let (ok, help, err) = run(&mut bare(&["relay", "--help"]));
+    assert!(ok, "{err}");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut check = bare(&["config", "check"]);
+    check.env_remove("DATABASE_URL");
+    let (ok, out, err) = run(&mut check);
+    assert!(ok, "{err}");
+    for k in outbox_cli::config::KEYS {
+        let shown = k
+            .shown_default()
+            .map(|d| format!(" [default: {d}]"))
+            .unwrap_or_default();
+        let expected = format!("[env: {}]{shown}", k.env);
+        assert!(help.contains(&expected), "--help lacks {expected}:\n{help}");
+        match (k.default)() {
+            Some(d) => {
+                let l = line(&out, k.name);
+                let value = l.split('#').next().unwrap().trim();
+                let value = value.trim_start_matches(&format!("{} = ", k.name));
+                assert_eq!(value.trim_matches('"'), d, "{l}");
+                assert!(l.ends_with("# default"), "{l}");
+            }
+            None => assert!(out.contains(&format!("# {} is not set", k.name)), "{out}"),
+        }
+    }
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let d = outbox_relay::RelayConfig::default();
+    let measured = format!(
+        "({} pipelines, ordering per aggregate: the defaults)",
+        d.concurrency
+    );
+    assert!(
+        readme.contains(&measured) && d.ordering == outbox_relay::relay::Ordering::Aggregate,
+        "the README's performance table measures other settings than the defaults"
+    );
+}

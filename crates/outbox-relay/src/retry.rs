@@ -10,6 +10,10 @@ use std::time::Duration;
 /// panic settling the first failure).
 pub const MAX_DELAY: Duration = Duration::from_secs(3_155_760_000);
 
+/// Attempts accepted before a message goes dead. A million retries at the
+/// longest step is already centuries; more is a typo.
+pub const MAX_ATTEMPTS_RANGE: std::ops::RangeInclusive<i32> = 1..=1_000_000;
+
 /// Retry schedule: the delay after the n-th failed attempt is `schedule[n-1]`
 /// (the last entry repeats), spread by ±`jitter` so a burst of failures does
 /// not come back as a burst.
@@ -48,9 +52,9 @@ impl RetryPolicy {
         if !(0.0..1.0).contains(&self.jitter) {
             return Err(format!("jitter must be in [0, 1), got {}", self.jitter));
         }
-        if self.max_attempts < 1 {
+        if !MAX_ATTEMPTS_RANGE.contains(&self.max_attempts) {
             return Err(format!(
-                "max attempts must be >= 1, got {}",
+                "max attempts must be {MAX_ATTEMPTS_RANGE:?}, got {}",
                 self.max_attempts
             ));
         }

@@ -1,6 +1,21 @@
-//! Every configuration key: its name in the TOML file, its environment
-//! variable, its flag and its default. One table, so the file, the
-//! environment, the flags and `outbox config check` cannot drift apart.
+//! Every configuration key, declared once: its name in the TOML file, its
+//! environment variable, its flag, its default (derived from the engine's
+//! own defaults, `RelayConfig::default()`), its bounds and its
+//! documentation. The config loader, `outbox config check`, the flags and
+//! their `--help`, and the table in docs/operations.md
+//! ([`markdown_table`], checked by a test) all come from this table.
+
+use outbox_relay::relay::{
+    Ordering, RelayConfig, BATCH_SIZE_RANGE, CONCURRENCY_RANGE, MIN_BUCKET_LEASE, MIN_LEASE,
+    MIN_PUBLISH_TIMEOUT,
+};
+use outbox_relay::retry::MAX_ATTEMPTS_RANGE;
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+/// The publisher when none is given: the outbox database's own
+/// `published_events` table.
+pub const DEFAULT_PUBLISHER: &str = "postgres";
 
 /// One configuration key.
 #[derive(Debug)]
@@ -11,24 +26,94 @@ pub struct Key {
     pub env: &'static str,
     /// Command-line flag, e.g. `--batch-size`.
     pub flag: &'static str,
-    /// Default as text, or `None` when unset by default.
-    pub default: Option<&'static str>,
+    /// The default as a user would write it, or `None` when unset by
+    /// default.
+    pub default: fn() -> Option<String>,
+    /// What unset means, shown where a default would be (`off`,
+    /// `host-pid-random`).
+    pub unset: Option<&'static str>,
     /// Holds URLs whose passwords must never be printed.
     pub secret: bool,
+    /// A flag of every subcommand (`outbox --schema x stats`), not only of
+    /// `relay` and `config check`.
+    pub global: bool,
+    /// One sentence for `--help`.
+    pub help: fn() -> String,
+    /// What it does and accepts, for the docs table.
+    pub doc: fn() -> String,
 }
 
-const fn key(
-    name: &'static str,
-    env: &'static str,
-    flag: &'static str,
-    default: Option<&'static str>,
-) -> Key {
+impl Key {
+    /// The default as `--help` and the docs show it.
+    pub fn shown_default(&self) -> Option<String> {
+        (self.default)().or(self.unset.map(str::to_owned))
+    }
+
+    /// The flag's `--help`: its sentence, variable and default.
+    pub fn help_line(&self) -> String {
+        let default = self
+            .shown_default()
+            .map(|d| format!(" [default: {d}]"))
+            .unwrap_or_default();
+        format!("{} [env: {}]{default}", (self.help)(), self.env)
+    }
+}
+
+/// `--help` of the key called `name` (for flags declared by hand).
+pub fn help_line(name: &str) -> String {
+    find(name).expect("a known key").help_line()
+}
+
+fn d() -> RelayConfig {
+    RelayConfig::default()
+}
+
+/// A duration as the config takes it: `5m`, `30s`, `250ms`.
+pub fn duration_text(d: Duration) -> String {
+    let ms = d.as_millis();
+    for (unit, n) in [
+        ("d", 86_400_000),
+        ("h", 3_600_000),
+        ("m", 60_000),
+        ("s", 1000),
+    ] {
+        if ms >= n && ms % n == 0 {
+            return format!("{}{unit}", ms / n);
+        }
+    }
+    format!("{ms}ms")
+}
+
+/// A size as the config takes it: `16MiB`, `512KiB`, `1000`.
+pub fn bytes_text(b: usize) -> String {
+    for (unit, n) in [("GiB", 1usize << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)] {
+        if b >= n && b % n == 0 {
+            return format!("{}{unit}", b / n);
+        }
+    }
+    b.to_string()
+}
+
+fn span<T: std::fmt::Display>(r: &RangeInclusive<T>) -> String {
+    format!("{}–{}", r.start(), r.end())
+}
+
+fn switch(on: bool) -> String {
+    if on { "on" } else { "off" }.to_owned()
+}
+
+/// A key of `relay` and `config check` (defaults filled in below).
+const fn key(name: &'static str, env: &'static str, flag: &'static str) -> Key {
     Key {
         name,
         env,
         flag,
-        default,
+        default: || None,
+        unset: None,
         secret: false,
+        global: false,
+        help: String::new,
+        doc: String::new,
     }
 }
 
@@ -36,125 +121,241 @@ const fn key(
 pub const KEYS: &[Key] = &[
     Key {
         secret: true,
-        ..key("database_url", "DATABASE_URL", "--database-url", None)
+        global: true,
+        help: || "PostgreSQL URL of the outbox database".into(),
+        doc: || "`postgres://…`, `postgresql://…` or libpq `key=value` pairs".into(),
+        ..key("database_url", "DATABASE_URL", "--database-url")
     },
-    key(
-        "schema",
-        "OUTBOX_SCHEMA",
-        "--schema",
-        Some(outbox::DEFAULT_SCHEMA),
-    ),
+    Key {
+        global: true,
+        default: || Some(outbox::DEFAULT_SCHEMA.into()),
+        help: || "Schema holding the outbox tables".into(),
+        doc: || "lowercase letters, digits, `_`".into(),
+        ..key("schema", "OUTBOX_SCHEMA", "--schema")
+    },
     Key {
         secret: true,
+        default: || Some(DEFAULT_PUBLISHER.into()),
+        help: || {
+            "Where to publish: `postgres` (the outbox database's published_events) or a URL: `postgres://…`, `amqp://…` (RabbitMQ), `mqtt://…`, `http(s)://…` (signed webhooks, options in OUTBOX_WEBHOOK_* variables), `redis://…` (Redis Streams), `asynq://…` (asynq tasks), `nats://…` (JetStream), `kafka://…`".into()
+        },
+        doc: || {
+            "`postgres` or a publisher URL (`redis://`, `amqp://`, `nats://`, `kafka://`, `mqtt://`, `http(s)://`, …)".into()
+        },
+        ..key("publisher", "OUTBOX_PUBLISHER", "--publisher")
+    },
+    Key {
+        default: || Some(d().batch_size.to_string()),
+        help: || format!("Messages claimed per batch, {}", span(&BATCH_SIZE_RANGE)),
+        doc: || format!("messages per claim, {}", span(&BATCH_SIZE_RANGE)),
+        ..key("batch_size", "OUTBOX_BATCH_SIZE", "--batch-size")
+    },
+    Key {
+        default: || Some(bytes_text(d().max_batch_bytes)),
+        help: || {
+            "A claim stops adding messages once their payloads pass this size (it always takes one), e.g. 16MiB".into()
+        },
+        doc: || {
+            "a claim stops adding rows once their payloads reach this (it always takes one), so memory stays bounded whatever producers write; `KiB`/`MiB`/`GiB`".into()
+        },
         ..key(
-            "publisher",
-            "OUTBOX_PUBLISHER",
-            "--publisher",
-            Some("postgres"),
+            "max_batch_bytes",
+            "OUTBOX_MAX_BATCH_BYTES",
+            "--max-batch-bytes",
         )
     },
-    key(
-        "batch_size",
-        "OUTBOX_BATCH_SIZE",
-        "--batch-size",
-        Some("500"),
-    ),
-    key(
-        "max_batch_bytes",
-        "OUTBOX_MAX_BATCH_BYTES",
-        "--max-batch-bytes",
-        Some("16MiB"),
-    ),
-    key(
-        "max_message_bytes",
-        "OUTBOX_MAX_MESSAGE_BYTES",
-        "--max-message-bytes",
-        Some("2MiB"),
-    ),
-    key(
-        "max_attempts",
-        "OUTBOX_MAX_ATTEMPTS",
-        "--max-attempts",
-        Some("10"),
-    ),
-    key(
-        "backoff",
-        "OUTBOX_BACKOFF",
-        "--backoff",
-        Some("1s,5s,30s,2m,10m"),
-    ),
-    key("jitter", "OUTBOX_JITTER", "--jitter", Some("0.1")),
-    key("lease", "OUTBOX_LEASE", "--lease", Some("5m")),
-    key(
-        "publish_timeout",
-        "OUTBOX_PUBLISH_TIMEOUT",
-        "--publish-timeout",
-        Some("30s"),
-    ),
-    key(
-        "ordering",
-        "OUTBOX_ORDERING",
-        "--ordering",
-        Some("aggregate"),
-    ),
-    key(
-        "bucket_lease",
-        "OUTBOX_BUCKET_LEASE",
-        "--bucket-lease",
-        Some("30s"),
-    ),
-    key("relay_id", "OUTBOX_RELAY_ID", "--relay-id", None),
-    key("notify", "OUTBOX_NOTIFY", "--notify", Some("on")),
-    key(
-        "poll_interval",
-        "OUTBOX_POLL_INTERVAL",
-        "--poll-interval",
-        Some("1s"),
-    ),
-    key(
-        "reap_interval",
-        "OUTBOX_REAP_INTERVAL",
-        "--reap-interval",
-        Some("30s"),
-    ),
-    key(
-        "concurrency",
-        "OUTBOX_CONCURRENCY",
-        "--concurrency",
-        // RelayConfig::default().concurrency; a test holds them together.
-        Some("4"),
-    ),
-    key(
-        "rate_limit",
-        "OUTBOX_RATE_LIMIT",
-        "--rate-limit",
-        Some("off"),
-    ),
-    key(
-        "archive_after",
-        "OUTBOX_ARCHIVE_AFTER",
-        "--archive-after",
-        Some("off"),
-    ),
-    key(
-        "metrics_addr",
-        "OUTBOX_METRICS_ADDR",
-        "--metrics-addr",
-        None,
-    ),
-    key(
-        "metrics_topics",
-        "OUTBOX_METRICS_TOPICS",
-        "--metrics-topics",
-        Some("100"),
-    ),
-    key(
-        "log_format",
-        "OUTBOX_LOG_FORMAT",
-        "--log-format",
-        Some("text"),
-    ),
+    Key {
+        default: || Some(bytes_text(d().max_message_bytes)),
+        help: || {
+            "A payload larger than this is never loaded: the message goes dead naming the limit"
+                .into()
+        },
+        doc: || {
+            format!("a row whose payload text is larger is never loaded: it goes dead, \"payload of N bytes exceeds the limit of M bytes\" (twice the library's `{}` enqueue limit, which counts compact JSON)", bytes_text(outbox::DEFAULT_MAX_PAYLOAD_BYTES))
+        },
+        ..key(
+            "max_message_bytes",
+            "OUTBOX_MAX_MESSAGE_BYTES",
+            "--max-message-bytes",
+        )
+    },
+    Key {
+        default: || Some(d().retry.max_attempts.to_string()),
+        help: || {
+            format!(
+                "Attempts before a message goes dead, {}",
+                span(&MAX_ATTEMPTS_RANGE)
+            )
+        },
+        doc: || {
+            format!(
+                "attempts before a retryable failure goes dead, {}",
+                span(&MAX_ATTEMPTS_RANGE)
+            )
+        },
+        ..key("max_attempts", "OUTBOX_MAX_ATTEMPTS", "--max-attempts")
+    },
+    Key {
+        default: || {
+            let steps: Vec<String> = d().retry.schedule.into_iter().map(duration_text).collect();
+            Some(steps.join(","))
+        },
+        help: || "Retry delays, the last repeats".into(),
+        doc: || "delay after attempt 1, 2, …; the last step repeats".into(),
+        ..key("backoff", "OUTBOX_BACKOFF", "--backoff")
+    },
+    Key {
+        default: || Some(d().retry.jitter.to_string()),
+        help: || "Fraction of each retry delay randomised, [0, 1)".into(),
+        doc: || "± fraction of each delay randomised, in [0, 1)".into(),
+        ..key("jitter", "OUTBOX_JITTER", "--jitter")
+    },
+    Key {
+        default: || Some(duration_text(d().lease)),
+        help: || {
+            "A claim older than this is presumed dead: its rows count a failed attempt and are retried after the backoff, or go dead at max attempts".into()
+        },
+        doc: || {
+            format!("a claim older than this is presumed dead and recovered as a failed attempt (backoff, then dead at `max_attempts`, naming the expired lease); renewed every half lease while a batch publishes; at least `{}`", duration_text(MIN_LEASE))
+        },
+        ..key("lease", "OUTBOX_LEASE", "--lease")
+    },
+    Key {
+        default: || Some(duration_text(d().publish_timeout)),
+        help: || {
+            "How long one batch may take to publish before all of it fails retryably, spending an attempt".into()
+        },
+        doc: || {
+            format!("a batch still publishing after this fails retryably (\"publish timed out after …\"), spending an attempt; at least `{}`", duration_text(MIN_PUBLISH_TIMEOUT))
+        },
+        ..key(
+            "publish_timeout",
+            "OUTBOX_PUBLISH_TIMEOUT",
+            "--publish-timeout",
+        )
+    },
+    Key {
+        default: || Some(d().ordering.as_str().into()),
+        help: || {
+            format!("`{}`: messages of one aggregate (aggregate_type, aggregate_id) are published in id order, k+1 only after k is sent or dead, other aggregates in parallel; `{}`: no order, for the last bit of throughput. Every relay of a schema must use the same", Ordering::Aggregate.as_str(), Ordering::None.as_str())
+        },
+        doc: || {
+            "`aggregate`: the messages of one aggregate (`aggregate_type`, `aggregate_id`) are published in id order, k+1 only after k is sent or dead, through retries, several pipelines and several relays; other aggregates go in parallel. `none`: no order, for the last bit of throughput. Every relay of a schema must use the same (a relay warns when it sees the other mode)".into()
+        },
+        ..key("ordering", "OUTBOX_ORDERING", "--ordering")
+    },
+    Key {
+        default: || Some(duration_text(d().bucket_lease)),
+        help: || {
+            "With ordering on, how long a relay leases its share of the aggregates: a relay that dies hands them to the others after this long".into()
+        },
+        doc: || {
+            format!("with ordering on, each relay leases a fair share of the aggregates (1,024 buckets) for this long, renewed every third of it; a relay that stops cleanly (`SIGTERM`, `relay --once`) frees its share at once, a crashed one only when its lease ends; at least `{}`", duration_text(MIN_BUCKET_LEASE))
+        },
+        ..key("bucket_lease", "OUTBOX_BUCKET_LEASE", "--bucket-lease")
+    },
+    Key {
+        unset: Some("host-pid-random"),
+        help: || "Identifies this relay in `locked_by`".into(),
+        doc: || "written to `locked_by`; with ordering on, each running relay needs its own".into(),
+        ..key("relay_id", "OUTBOX_RELAY_ID", "--relay-id")
+    },
+    Key {
+        default: || Some(switch(d().notify)),
+        help: || {
+            "Wake up on the producers' NOTIFY: on|off (off for transaction-mode PgBouncer)".into()
+        },
+        doc: || "LISTEN/NOTIFY wake-ups; `off` behind transaction-mode PgBouncer".into(),
+        ..key("notify", "OUTBOX_NOTIFY", "--notify")
+    },
+    Key {
+        default: || Some(duration_text(d().idle_sleep)),
+        help: || "Sleep when there is nothing to do".into(),
+        doc: || "sleep when there is nothing to do".into(),
+        ..key("poll_interval", "OUTBOX_POLL_INTERVAL", "--poll-interval")
+    },
+    Key {
+        default: || Some(duration_text(d().reap_interval)),
+        help: || "How often expired leases are looked for".into(),
+        doc: || "how often expired leases are looked for".into(),
+        ..key("reap_interval", "OUTBOX_REAP_INTERVAL", "--reap-interval")
+    },
+    Key {
+        default: || Some(d().concurrency.to_string()),
+        help: || {
+            format!("Claim/publish pipelines in parallel, {}; with ordering on, each aggregate's messages still go out in order", span(&CONCURRENCY_RANGE))
+        },
+        doc: || {
+            format!("claim/publish pipelines in parallel, {}; batches publish side by side, and with `ordering = \"aggregate\"` (the default) each aggregate's messages still go out in order (with `none`, order across batches is not kept)", span(&CONCURRENCY_RANGE))
+        },
+        ..key("concurrency", "OUTBOX_CONCURRENCY", "--concurrency")
+    },
+    Key {
+        default: || Some(d().rate_limit.map_or("off".into(), |n| n.to_string())),
+        help: || "At most this many messages per second, or `off`".into(),
+        doc: || "at most this many messages per second".into(),
+        ..key("rate_limit", "OUTBOX_RATE_LIMIT", "--rate-limit")
+    },
+    Key {
+        default: || Some(d().archive_after.map_or("off".into(), duration_text)),
+        help: || "Archive sent rows older than this while running, or `off`".into(),
+        doc: || "the relay archives sent rows older than this".into(),
+        ..key("archive_after", "OUTBOX_ARCHIVE_AFTER", "--archive-after")
+    },
+    Key {
+        unset: Some("off"),
+        help: || {
+            "Serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9090 (0.0.0.0:9090 to listen beyond this host)".into()
+        },
+        doc: || {
+            "`ip:port` serving `/metrics`, `/healthz`, `/readyz` (see [observability](observability.md))".into()
+        },
+        ..key("metrics_addr", "OUTBOX_METRICS_ADDR", "--metrics-addr")
+    },
+    Key {
+        default: || Some(outbox_relay::metrics::DEFAULT_TOPIC_CAP.to_string()),
+        help: || {
+            "Distinct topics that keep their own `topic` label on outbox_published_total (later ones count as `_other`), or `off` to drop the label".into()
+        },
+        doc: || {
+            "distinct topics labelled on `outbox_published_total`; `off` drops the label".into()
+        },
+        ..key(
+            "metrics_topics",
+            "OUTBOX_METRICS_TOPICS",
+            "--metrics-topics",
+        )
+    },
+    Key {
+        global: true,
+        default: || Some(crate::logging::LogFormat::default().as_str().into()),
+        help: || {
+            "Log lines as `text` (for people) or `json` (one object per line, for log shippers); levels come from RUST_LOG".into()
+        },
+        doc: || "`text` for people, `json` for log shippers".into(),
+        ..key("log_format", "OUTBOX_LOG_FORMAT", "--log-format")
+    },
 ];
+
+/// The table of docs/operations.md, one row per key.
+pub fn markdown_table() -> String {
+    let mut out =
+        String::from("| key | env | flag | default | meaning |\n| --- | --- | --- | --- | --- |\n");
+    for k in KEYS {
+        let default = k
+            .shown_default()
+            .map_or("—".to_owned(), |d| format!("`{d}`"));
+        let global = if k.global { " (global)" } else { "" };
+        out.push_str(&format!(
+            "| `{}` | `{}` | `{}`{global} | {default} | {} |\n",
+            k.name,
+            k.env,
+            k.flag,
+            (k.doc)()
+        ));
+    }
+    out
+}
 
 /// The key called `name`.
 pub fn find(name: &str) -> Option<&'static Key> {

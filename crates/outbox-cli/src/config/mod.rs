@@ -7,11 +7,13 @@
 mod keys;
 pub mod parse;
 
-pub use keys::{Key, KEYS};
+pub use keys::{help_line, markdown_table, Key, KEYS};
 
 use crate::logging::LogFormat;
 use outbox::Schema;
 use outbox_relay::metrics::TopicLabels;
+use outbox_relay::relay::{BATCH_SIZE_RANGE, CONCURRENCY_RANGE};
+use outbox_relay::retry::MAX_ATTEMPTS_RANGE;
 use outbox_relay::{RelayConfig, RetryPolicy};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -172,7 +174,7 @@ fn load_with(
     let mut raw: BTreeMap<&'static str, Raw> = KEYS
         .iter()
         .map(|k| {
-            let value = k.default.map(str::to_owned);
+            let value = (k.default)();
             (k.name, Raw::new(value, Source::Default))
         })
         .collect();
@@ -304,13 +306,21 @@ impl Settings {
                 |s| Schema::new(s).map_err(|e| e.to_string()),
                 Schema::default()
             ),
-            publisher: field!("publisher", parse::publisher, "postgres".to_owned()),
-            batch_size: field!("batch_size", |s| parse::number(s, 1, 10_000), d.batch_size),
+            publisher: field!(
+                "publisher",
+                parse::publisher,
+                keys::DEFAULT_PUBLISHER.to_owned()
+            ),
+            batch_size: field!(
+                "batch_size",
+                |s| parse::within(s, &BATCH_SIZE_RANGE),
+                d.batch_size
+            ),
             max_batch_bytes: field!("max_batch_bytes", parse::bytes, d.max_batch_bytes),
             max_message_bytes: field!("max_message_bytes", parse::bytes, d.max_message_bytes),
             max_attempts: field!(
                 "max_attempts",
-                |s| parse::number(s, 1, 1_000_000),
+                |s| parse::within(s, &MAX_ATTEMPTS_RANGE),
                 d.retry.max_attempts
             ),
             backoff: field!("backoff", parse::backoff, d.retry.schedule.clone()),
@@ -347,7 +357,11 @@ impl Settings {
             notify: field!("notify", parse::switch, d.notify),
             poll_interval: field!("poll_interval", parse::positive_duration, d.idle_sleep),
             reap_interval: field!("reap_interval", parse::positive_duration, d.reap_interval),
-            concurrency: field!("concurrency", |s| parse::number(s, 1, 64), d.concurrency),
+            concurrency: field!(
+                "concurrency",
+                |s| parse::within(s, &CONCURRENCY_RANGE),
+                d.concurrency
+            ),
             rate_limit: field!(
                 "rate_limit",
                 |s| parse::optional(s, |s| parse::number(s, 1, u32::MAX)),
@@ -368,7 +382,7 @@ impl Settings {
                 parse::topic_labels,
                 TopicLabels::default()
             ),
-            log_format: field!("log_format", parse::log_format, LogFormat::Text),
+            log_format: field!("log_format", parse::log_format, LogFormat::default()),
             file: file.map(Path::to_owned),
             raw: raw.clone(),
         }

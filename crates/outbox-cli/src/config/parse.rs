@@ -21,6 +21,14 @@ where
     Ok(n)
 }
 
+/// A whole number within `range` (one of the engine's bounds).
+pub fn within<T>(s: &str, range: &std::ops::RangeInclusive<T>) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
+{
+    number(s, *range.start(), *range.end())
+}
+
 /// A positive size in bytes: `1048576`, `512KiB`, `16MiB`, `1GiB` (binary
 /// units, as the defaults are written; the suffix is case-insensitive).
 pub fn bytes(s: &str) -> Result<usize, String> {

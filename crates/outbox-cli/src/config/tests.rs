@@ -305,3 +305,60 @@ fn byte_sizes_take_binary_units_and_reach_the_relay() {
     assert!(parse::bytes("0").is_err());
     assert!(parse::bytes("lots").is_err());
 }
+
+/// docs/operations.md's table of settings is the key table, rendered
+/// ([`markdown_table`]); `OUTBOX_UPDATE_DOCS=1` rewrites it.
+#[test]
+fn docs_table_is_the_key_table() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operations.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let begin = text
+        .find("<!-- settings table: generated")
+        .expect("the table's start marker");
+    let begin = begin + text[begin..].find('\n').unwrap() + 1;
+    let end = text
+        .find("<!-- end of settings table -->")
+        .expect("the table's end marker");
+    let table = markdown_table();
+    if std::env::var_os("OUTBOX_UPDATE_DOCS").is_some() {
+        let updated = format!("{}{table}{}", &text[..begin], &text[end..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    assert_eq!(
+        &text[begin..end],
+        table,
+        "docs/operations.md's settings table differs from config/keys.rs: run OUTBOX_UPDATE_DOCS=1 cargo test -p outbox-cli docs_table"
+    );
+}
+
+/// Every default the table shows loads back as the engine's own default.
+#[test]
+fn every_shown_default_is_the_engines() {
+    let text: String = KEYS
+        .iter()
+        .filter_map(|k| (k.default)().map(|d| format!("{} = {}\n", k.name, toml::Value::String(d))))
+        .collect();
+    let s = load_str(Path::new("defaults.toml"), &text, &[], env_of(&[])).unwrap();
+    let (c, d) = (s.relay_config(), RelayConfig::default());
+    assert_eq!(c.batch_size, d.batch_size);
+    assert_eq!(c.max_batch_bytes, d.max_batch_bytes);
+    assert_eq!(c.max_message_bytes, d.max_message_bytes);
+    assert_eq!(c.lease, d.lease);
+    assert_eq!(c.publish_timeout, d.publish_timeout);
+    assert_eq!(c.retry, d.retry);
+    assert_eq!(c.idle_sleep, d.idle_sleep);
+    assert_eq!(c.reap_interval, d.reap_interval);
+    assert_eq!(c.notify, d.notify);
+    assert_eq!(c.concurrency, d.concurrency);
+    assert_eq!(c.rate_limit, d.rate_limit);
+    assert_eq!(c.archive_after, d.archive_after);
+    assert_eq!(c.ordering, d.ordering);
+    assert_eq!(c.bucket_lease, d.bucket_lease);
+    assert_eq!(
+        s.metrics_topics,
+        outbox_relay::metrics::TopicLabels::default()
+    );
+    assert_eq!(s.log_format, crate::logging::LogFormat::default());
+    assert_eq!(s.schema.name(), outbox::DEFAULT_SCHEMA);
+}

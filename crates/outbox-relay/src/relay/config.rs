@@ -22,6 +22,14 @@ const MAX_DURATION: Duration = crate::retry::MAX_DELAY;
 /// lease by a database round trip.
 pub const MIN_BUCKET_LEASE: Duration = Duration::from_secs(1);
 
+/// Messages per claim accepted: one claim's rows are one statement's
+/// parameters and one batch in memory.
+pub const BATCH_SIZE_RANGE: std::ops::RangeInclusive<usize> = 1..=10_000;
+
+/// Pipelines accepted: each holds a database connection while it claims
+/// and settles.
+pub const CONCURRENCY_RANGE: std::ops::RangeInclusive<usize> = 1..=64;
+
 /// Whether messages of one aggregate are published in id order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Ordering {
@@ -156,9 +164,9 @@ impl RelayConfig {
         if self.relay_id.trim().is_empty() || self.relay_id.len() > 200 {
             return bad("relay id must be 1 to 200 characters".into());
         }
-        if !(1..=10_000).contains(&self.batch_size) {
+        if !BATCH_SIZE_RANGE.contains(&self.batch_size) {
             return bad(format!(
-                "batch size must be 1..=10000, got {}",
+                "batch size must be {BATCH_SIZE_RANGE:?}, got {}",
                 self.batch_size
             ));
         }
@@ -183,9 +191,9 @@ impl RelayConfig {
         if self.idle_sleep.is_zero() {
             return bad("idle sleep must be positive".into());
         }
-        if !(1..=64).contains(&self.concurrency) {
+        if !CONCURRENCY_RANGE.contains(&self.concurrency) {
             return bad(format!(
-                "concurrency must be 1..=64, got {}",
+                "concurrency must be {CONCURRENCY_RANGE:?}, got {}",
                 self.concurrency
             ));
         }

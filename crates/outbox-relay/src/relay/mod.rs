@@ -22,8 +22,9 @@ mod settle;
 mod tests;
 
 pub use config::{
-    default_relay_id, Ordering, RelayConfig, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES,
-    MIN_BUCKET_LEASE, MIN_LEASE, MIN_PUBLISH_TIMEOUT,
+    default_relay_id, Ordering, RelayConfig, BATCH_SIZE_RANGE, CONCURRENCY_RANGE,
+    DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, MIN_BUCKET_LEASE, MIN_LEASE,
+    MIN_PUBLISH_TIMEOUT,
 };
 pub use cursor::{ClaimCursor, ClaimSnapshot};
 
