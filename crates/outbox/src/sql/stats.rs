@@ -7,10 +7,12 @@ use crate::Schema;
 /// Statements for metrics and `outbox stats`, for one schema.
 #[derive(Debug, Clone)]
 pub struct StatsQueries {
-    /// → `(pending, processing, failed, dead)` counts of the hot table.
-    /// Cheap enough to run every few seconds: the hot table holds only
-    /// unsent rows (sent ones move to `messages_sent`), and each count is
-    /// answered from the partial index whose predicate implies its status.
+    /// → `(pending, processing, failed, dead)` counts of the hot table, run
+    /// every few seconds by every relay. The hot table holds only unsent
+    /// rows (sent ones move to `messages_sent`); no index names `status`
+    /// (migration 5 keeps claims HOT), so the live rows are counted in one
+    /// pass over the table, and the dead ones from the dead index (plus any
+    /// row written `dead` by hand without a `dead_at`, seen in that pass).
     pub backlog: String,
     /// `$1 text topic or NULL` → `(topic, status, count)` over the hot
     /// table, `messages_sent` and `archived_messages` (status `archived_sent`
@@ -28,11 +30,12 @@ impl StatsQueries {
     pub fn new(schema: &Schema) -> Self {
         let r = |t: &str| render(t, schema);
         Self {
-            backlog: r("SELECT \
-                   (SELECT count(*) FROM {schema}.messages WHERE status = 'pending'), \
-                   (SELECT count(*) FROM {schema}.messages WHERE status = 'processing'), \
-                   (SELECT count(*) FROM {schema}.messages WHERE status = 'failed'), \
-                   (SELECT count(*) FROM {schema}.messages WHERE status = 'dead')"),
+            backlog: r("SELECT count(*) FILTER (WHERE status = 'pending'), \
+                        count(*) FILTER (WHERE status = 'processing'), \
+                        count(*) FILTER (WHERE status = 'failed'), \
+                        (SELECT count(*) FROM {schema}.messages WHERE dead_at IS NOT NULL) \
+                          + count(*) FILTER (WHERE status = 'dead') \
+                   FROM {schema}.messages WHERE dead_at IS NULL"),
             by_topic: r("SELECT topic, status, count(*) FROM {schema}.messages \
                   WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status \
                  UNION ALL \
