@@ -522,3 +522,41 @@ async fn during_an_outage_one_pipeline_probes_at_a_time_then_all_resume() {
         "the outage spent no attempt"
     );
 }
+
+/// `Relay::run` is the whole engine: with `archive_after` set, an embedded
+/// relay archives old sent rows itself, with no task started beside it.
+#[tokio::test]
+async fn run_archives_old_sent_rows_itself_when_asked() {
+    let t = TestSchema::new("relay_run_archives").await;
+    t.exec(
+        "INSERT INTO {schema}.messages_sent (id, event_id, event_type, event_version, aggregate_type, \
+             aggregate_id, topic, payload, headers, attempts, next_run_at, created_at, sent_at) \
+           SELECT g, gen_random_uuid(), 'x', 1, 'a', g::text, 't', '{}', '{}', 1, now(), \
+                  now() - interval '2 days', now() - interval '2 days' \
+           FROM generate_series(1, 20) g",
+    )
+    .await;
+    let r = relay(
+        &t,
+        sink(&t),
+        RelayConfig {
+            archive_after: Some(Duration::from_secs(86_400)),
+            ..RelayConfig::default()
+        },
+    );
+    let archived = while_running(
+        &r,
+        eventually(
+            &t,
+            "SELECT count(*) FROM {schema}.archived_messages",
+            20,
+            Duration::from_secs(10),
+        ),
+    )
+    .await;
+    assert_eq!(archived, 20);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages_sent").await,
+        0
+    );
+}

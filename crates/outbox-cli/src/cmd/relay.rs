@@ -1,9 +1,8 @@
 use crate::config::{Key, Settings, KEYS};
 use crate::http;
 use outbox_relay::publishers::{AnyPublisher, PublisherContext};
-use outbox_relay::{archive, backlog, Archiver, BacklogGauges, Relay, Store};
+use outbox_relay::{Relay, Store};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// `outbox relay`.
@@ -112,29 +111,8 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
         let probes = http::Probes::new(relay.store().clone(), publisher);
         let server = http::bind(addr, handle, probes, shutdown.clone()).await?;
         tokio::spawn(server);
-        let gauges = BacklogGauges::new(relay.store().clone(), backlog::Config::default())?;
-        let stop = shutdown.clone();
-        tokio::spawn(async move { gauges.run(stop).await });
     }
     tokio::spawn(signal_shutdown(shutdown.clone()));
-    if let Some(after) = relay.config().archive_after {
-        let archiver = Archiver::new(
-            relay.store().clone(),
-            archive::Config {
-                older_than: after,
-                ..archive::Config::default()
-            },
-        )?;
-        // Checking a few times per retention period keeps the hot tables
-        // near their steady size without churning on every pass.
-        let every = (after / 4).clamp(Duration::from_secs(10), Duration::from_secs(3600));
-        let stop = shutdown.clone();
-        tokio::spawn(async move {
-            if let Err(e) = archiver.run(stop, every).await {
-                tracing::error!(error = %e, "archiver stopped");
-            }
-        });
-    }
     tracing::info!(relay_id = %relay.config().relay_id, "relay running");
     relay.run(shutdown).await?;
     Ok(())

@@ -409,6 +409,10 @@ impl Settings {
             concurrency: self.concurrency,
             rate_limit: self.rate_limit,
             archive_after: self.archive_after,
+            // Counted only where they are exported.
+            gauge_interval: self
+                .metrics_addr
+                .map(|_| outbox_relay::backlog::Config::default().interval),
             max_batch_bytes: self.max_batch_bytes,
             max_message_bytes: self.max_message_bytes,
             ordering: self.ordering,

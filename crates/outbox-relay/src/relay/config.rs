@@ -98,6 +98,11 @@ pub struct RelayConfig {
     pub rate_limit: Option<u32>,
     /// Archive sent rows older than this, periodically, if set.
     pub archive_after: Option<Duration>,
+    /// Refresh the backlog gauges (`outbox_messages{status}`,
+    /// `outbox_oldest_pending_age_seconds`) this often, if set: one count of
+    /// the hot table each time, so set it where a metrics recorder is
+    /// installed.
+    pub gauge_interval: Option<Duration>,
     /// After SIGTERM, how long a batch in flight may take to publish before
     /// its claims are released (back to pending, no attempt spent).
     pub shutdown_grace: Duration,
@@ -146,6 +151,7 @@ impl Default for RelayConfig {
             concurrency: 4,
             rate_limit: None,
             archive_after: None,
+            gauge_interval: None,
             shutdown_grace: Duration::from_secs(10),
             breaker_max_backoff: Duration::from_secs(30),
             sweep_interval: Duration::from_secs(5),
@@ -202,6 +208,12 @@ impl RelayConfig {
         }
         if self.breaker_max_backoff.is_zero() {
             return bad("breaker max backoff must be positive".into());
+        }
+        if self.gauge_interval.is_some_and(|i| i.is_zero()) {
+            return bad("gauge interval must be positive".into());
+        }
+        if self.archive_after.is_some_and(|a| a.is_zero()) {
+            return bad("archive after must be positive".into());
         }
         if self.reap_interval.is_zero() {
             return bad("reap interval must be positive".into());

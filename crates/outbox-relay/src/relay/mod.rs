@@ -5,7 +5,8 @@
 //! - `publish.rs`: publishing a batch under its lease, within the deadline.
 //! - `settle.rs`: settling a batch in one statement, per aggregate chain.
 //! - `order.rs`, `ordered.rs`: order per aggregate (gates, buckets, claims).
-//! - `run.rs`: the long-running loop — pipelines, wake-ups, reaper, breaker.
+//! - `run.rs`: the long-running loop — pipelines, wake-ups, breaker.
+//! - `maintain.rs`: reaper, bucket heartbeat, archiver, backlog gauges.
 //! - `breaker.rs`: the circuit breaker, half-open: one probe at a time.
 //! - `cursor.rs`: where claims start reading.
 //! - `tests.rs`: races forced through test hooks.
@@ -13,6 +14,7 @@
 mod breaker;
 mod config;
 mod cursor;
+mod maintain;
 mod order;
 mod ordered;
 mod publish;

@@ -1,7 +1,7 @@
 //! The long-running relay: `concurrency` pipelines of claim → publish →
-//! settle, woken by NOTIFY (or the poll interval), the lease reaper beside
-//! them, the breaker pausing claims while the destination is down, and a
-//! shutdown that finishes or releases the batches in flight.
+//! settle, woken by NOTIFY (or the poll interval), the maintenance beside
+//! them (`maintain.rs`), the breaker pausing claims while the destination
+//! is down, and a shutdown that finishes or releases the batches in flight.
 
 use super::Relay;
 use crate::listener::listen;
@@ -47,12 +47,7 @@ impl<P: Publisher> Relay<P> {
                 _ = grace => {}
             }
         };
-        tokio::join!(
-            work,
-            listener,
-            self.reap_loop(&shutdown),
-            self.beat_loop(&shutdown)
-        );
+        tokio::join!(work, listener, self.maintain(&shutdown));
         self.leave().await;
         Ok(())
     }
@@ -125,33 +120,6 @@ impl<P: Publisher> Relay<P> {
                 _ = shutdown.cancelled() => break,
                 _ = sleep => {}
                 _ = wake.notified() => {}
-            }
-        }
-    }
-
-    /// Keeps this relay's registration and buckets leased (a third of the
-    /// bucket lease apart), whether or not its pipelines are claiming.
-    async fn beat_loop(&self, shutdown: &CancellationToken) {
-        let every = self.config.bucket_lease / 3;
-        while !shutdown.is_cancelled() {
-            if let Err(e) = self.beat().await {
-                tracing::warn!(error = %e, "could not renew this relay's buckets of aggregates");
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(every) => {}
-            }
-        }
-    }
-
-    async fn reap_loop(&self, shutdown: &CancellationToken) {
-        while !shutdown.is_cancelled() {
-            if let Err(e) = self.reap().await {
-                tracing::warn!(error = %e, "lease reaper failed");
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = tokio::time::sleep(self.config.reap_interval) => {}
             }
         }
     }
