@@ -29,4 +29,9 @@ fi
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
+# The library forces no proc macros on applications that enqueue with sqlx.
+if cargo tree -q -p outbox --no-default-features --features sqlx -e normal,build | grep -q sqlx-macros; then
+  echo "outbox's sqlx feature pulls in sqlx-macros" >&2
+  exit 1
+fi
 cargo test --workspace --all-features
