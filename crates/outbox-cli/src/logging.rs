@@ -32,7 +32,15 @@ impl LogFormat {
 
 /// Installs the global subscriber.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    // Warnings and errors from everything; from the CLI itself also the few
+    // lines that say what it is doing (the relay's start and stop), from
+    // the binary's own modules (`outbox::cmd`, `outbox::http`).
+    // An empty RUST_LOG counts as unset, as shells often export them so.
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| EnvFilter::try_new(v).ok())
+        .unwrap_or_else(|| EnvFilter::new("warn,outbox::cmd=info,outbox::http=info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -60,11 +60,13 @@ fn main() -> ExitCode {
     // Every command checks the whole configuration first, so a bad value
     // fails before anything is written (and before logging is set up, as
     // the log format is part of it).
+    // Exit codes: 0 done, 1 a runtime error, 2 a usage or configuration
+    // error (clap's own code for a bad flag).
     let settings = match load_settings(&cli) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(2);
         }
     };
     logging::init(settings.log_format);

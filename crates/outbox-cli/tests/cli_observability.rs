@@ -232,3 +232,54 @@ async fn json_logs_are_one_object_per_line() {
     assert!(!ok);
     assert!(err.contains("log_format"), "{err}");
 }
+
+/// At the default log level the relay says, in one line, what it runs
+/// against (the password redacted), and one more when it stops; exit codes
+/// tell a configuration error (2) from a runtime one (1).
+#[tokio::test]
+async fn the_relay_says_what_it_runs_and_exit_codes_tell_config_from_runtime() {
+    use std::io::{BufRead, BufReader};
+    let t = TestSchema::new("cli_startup_line").await;
+    let publisher =
+        outbox_testkit::database_url().replacen("postgres@", "postgres:SinkS3cretPw@", 1);
+    let mut child = outbox(t.name(), &["relay", "--publisher", &publisher])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    for part in [
+        "relay running",
+        &format!("version=\"{}\"", env!("CARGO_PKG_VERSION")),
+        &format!("schema={}", t.name()),
+        "pipelines=4",
+        "ordering=\"aggregate\"",
+        "postgres:***@",
+    ] {
+        assert!(first.contains(part), "{part} not in: {first}");
+    }
+    assert!(!first.contains("SinkS3cretPw"), "{first}");
+    std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success());
+    assert!(
+        rest.iter().any(|l| l.contains("shutdown requested")),
+        "{rest:?}"
+    );
+
+    let code = |cmd: &mut std::process::Command| cmd.output().unwrap().status.code();
+    assert_eq!(code(&mut bare(&["relay", "--batch-size", "0"])), Some(2));
+    assert_eq!(code(&mut bare(&["relay", "--no-such-flag"])), Some(2));
+    let closed = free_port();
+    assert_eq!(
+        code(bare(&["stats"]).env(
+            "DATABASE_URL",
+            format!("postgres://postgres@127.0.0.1:{closed}/postgres")
+        )),
+        Some(1)
+    );
+}

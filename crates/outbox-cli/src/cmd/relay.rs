@@ -96,7 +96,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     // Shared with the readiness probe, which checks the same destination.
     let publisher = Arc::new(AnyPublisher::from_url(&settings.publisher, &ctx).await?);
     let listen_config: tokio_postgres::Config = url.parse()?;
-    let relay = Relay::new(store, publisher.clone(), config)?.with_listener(listen_config);
+    let relay = Relay::new(store, publisher.clone(), config)?.with_listener(listen_config.clone());
     if args.once {
         relay.reap().await?;
         let pass = relay.run_once().await;
@@ -113,7 +113,30 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
         tokio::spawn(server);
     }
     tokio::spawn(signal_shutdown(shutdown.clone()));
-    tracing::info!(relay_id = %relay.config().relay_id, "relay running");
+    let c = relay.config();
+    let hosts: Vec<String> = listen_config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(h) => h.clone(),
+            tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+        })
+        .collect();
+    let database = format!(
+        "{}/{}",
+        hosts.join(","),
+        listen_config.get_dbname().unwrap_or("(default)")
+    );
+    tracing::info!(
+        version = env!("CARGO_PKG_VERSION"),
+        relay_id = %c.relay_id,
+        database,
+        schema = %settings.schema,
+        publisher = %outbox_relay::redact::redact(&settings.publisher),
+        pipelines = c.concurrency,
+        ordering = c.ordering.as_str(),
+        "relay running"
+    );
     relay.run(shutdown).await?;
     Ok(())
 }
