@@ -84,12 +84,76 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli, settings)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    // A reader that goes away (`outbox dead list | head -1`) makes the next
+    // print panic on EPIPE: that panic is silent and unwinds (so a
+    // throwaway PostgreSQL is still stopped and removed), and the command
+    // ends as if SIGPIPE had killed it, with 141.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !panic_text(info.payload()).is_some_and(is_broken_pipe) {
+            default_hook(info);
+        }
+    }));
+    let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(run(cli, settings))
+    }));
+    match ran {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) if e.is::<Interrupted>() => {
+            eprintln!("{e}");
+            ExitCode::from(130)
+        }
+        Ok(Err(e)) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+        Err(p) => {
+            if panic_text(&*p).is_some_and(is_broken_pipe) {
+                ExitCode::from(141)
+            } else {
+                std::panic::resume_unwind(p)
+            }
+        }
+    }
+}
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> Option<&str> {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+}
+
+fn is_broken_pipe(panic: &str) -> bool {
+    panic.starts_with("failed printing to std") && panic.contains("Broken pipe")
+}
+
+/// SIGINT or SIGTERM stopped a command that has no shutdown of its own.
+#[derive(Debug)]
+struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted; stopped cleanly")
+    }
+}
+
+impl std::error::Error for Interrupted {}
+
+/// Runs `work` until SIGINT or SIGTERM; then drops it, so what it started
+/// (a throwaway PostgreSQL, a relay process) is stopped and removed.
+async fn until_signal(
+    work: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (mut term, mut int) = (
+        signal(SignalKind::terminate())?,
+        signal(SignalKind::interrupt())?,
+    );
+    tokio::select! {
+        r = work => r,
+        _ = term.recv() => Err(Interrupted.into()),
+        _ = int.recv() => Err(Interrupted.into()),
     }
 }
 
@@ -122,8 +186,9 @@ async fn run(cli: Cli, settings: config::Settings) -> anyhow::Result<()> {
         Command::Dead(args) => cmd::dead::run(url, schema, args).await,
         Command::Archive(args) => cmd::archive::run(&settings, args).await,
         Command::Config(args) => cmd::config::run(&settings, args),
-        Command::Demo(args) => cmd::demo::run(url, schema, args).await,
-        Command::Bench(args) => cmd::bench::run(url, args).await,
+        // They may run on a throwaway PostgreSQL, removed as they return.
+        Command::Demo(args) => until_signal(cmd::demo::run(url, schema, args)).await,
+        Command::Bench(args) => until_signal(cmd::bench::run(url, args)).await,
         Command::Grants(args) => cmd::grants::run(url, schema, args).await,
     }
 }

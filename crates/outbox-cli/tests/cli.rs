@@ -1,6 +1,8 @@
 //! The `outbox` binary as a user runs it: the seed's exact lines, clear
 //! errors, nothing written on bad input.
 
+mod common;
+
 use outbox_testkit::{database_url, TestSchema};
 use std::process::{Command, Output};
 
@@ -233,4 +235,51 @@ fn passwords_in_urls_are_never_printed() {
     let err = failure(&o);
     assert!(!err.contains("hunter2"), "{err}");
     assert!(err.contains("app:***@"), "{err}");
+}
+
+/// A reader that goes away (`outbox config check | head -1`) ends the
+/// command quietly, as SIGPIPE would: no panic, status 141.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    use std::process::Stdio;
+    let mut child = common::bare(&["config", "check"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(141), "{err}");
+}
+
+/// SIGINT in a command that started a throwaway PostgreSQL stops the
+/// server and removes its directory before exiting with 130.
+#[test]
+fn an_interrupted_bench_removes_its_throwaway_postgres() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let mut cmd = common::bare(&["bench", "soak", "--runs", "1"]);
+    cmd.env_remove("DATABASE_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let dir = first
+        .split("data in ")
+        .nth(1)
+        .and_then(|r| r.split(')').next())
+        .unwrap_or_else(|| panic!("no data directory in: {first}"))
+        .to_owned();
+    assert!(std::path::Path::new(&dir).exists(), "{dir}");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert_eq!(child.wait().unwrap().code(), Some(130), "{rest:?}");
+    assert!(!std::path::Path::new(&dir).exists(), "{dir} left behind");
 }
