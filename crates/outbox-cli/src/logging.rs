@@ -30,17 +30,20 @@ impl LogFormat {
     }
 }
 
-/// Installs the global subscriber.
-pub fn init(format: LogFormat) {
-    // Warnings and errors from everything; from the CLI itself also the few
-    // lines that say what it is doing (the relay's start and stop), from
-    // the binary's own modules (`outbox::cmd`, `outbox::http`).
+/// What shows without RUST_LOG: warnings and errors from everything, and
+/// from the CLI itself the few lines that say what it is doing (the
+/// relay's start and stop), from the binary's own modules (`outbox::cmd`,
+/// `outbox::http`).
+pub const DEFAULT_FILTER: &str = "warn,outbox::cmd=info,outbox::http=info";
+
+/// Installs the global subscriber; `default` is the filter without RUST_LOG.
+pub fn init(format: LogFormat, default: &str) {
     // An empty RUST_LOG counts as unset, as shells often export them so.
     let filter = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty())
         .and_then(|v| EnvFilter::try_new(v).ok())
-        .unwrap_or_else(|| EnvFilter::new("warn,outbox::cmd=info,outbox::http=info"));
+        .unwrap_or_else(|| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
