@@ -17,6 +17,7 @@ wait_port() { # name port seconds
 
 ensure_postgres() {
   if pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null; then return 0; fi
+  installed PostgreSQL pg_ctlcluster postgresql || return 1
   echo "services: starting PostgreSQL" >&2
   pg_ctlcluster --skip-systemctl-redirect "$(ls /etc/postgresql | sort -V | tail -n 1)" main start
   local i
@@ -30,6 +31,7 @@ ensure_postgres() {
 
 ensure_redis() {
   port_open 6379 && return 0
+  installed Redis redis-server redis-server || return 1
   echo "services: starting Redis" >&2
   mkdir -p /var/lib/redis /var/log/redis
   redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" --appendonly no \
@@ -39,6 +41,7 @@ ensure_redis() {
 
 ensure_rabbitmq() {
   port_open 5672 && return 0
+  installed RabbitMQ rabbitmq-server rabbitmq-server || return 1
   echo "services: starting RabbitMQ" >&2
   rabbitmq-server -detached
   wait_port RabbitMQ 5672 120
@@ -46,6 +49,7 @@ ensure_rabbitmq() {
 
 ensure_nats() {
   port_open 4222 && return 0
+  installed NATS nats-server nats-server || return 1
   echo "services: starting NATS" >&2
   start-stop-daemon --start --oknodo --background --exec /usr/sbin/nats-server -- \
     -a 127.0.0.1 -p 4222 -js -sd /var/lib/nats-server -l /var/log/nats-server.log
@@ -54,9 +58,20 @@ ensure_nats() {
 
 ensure_mosquitto() {
   port_open 1883 && return 0
+  installed Mosquitto mosquitto mosquitto || return 1
   echo "services: starting Mosquitto" >&2
   mosquitto -d -c /etc/mosquitto/mosquitto.conf
   wait_port Mosquitto 1883 30
+}
+
+# Fails at once, with what to do, when a service is down and cannot be
+# started here (not installed): no long wait on a port nothing will open.
+installed() { # name binary debian-package
+  command -v "$2" >/dev/null && return 0
+  local skip=", or run scripts/test.sh --postgres-only to skip the broker tests"
+  [[ $1 == PostgreSQL ]] && skip=""
+  echo "services: $1 is not running and $2 is not installed: install it (Debian: apt-get install $3)$skip" >&2
+  return 1
 }
 
 ensure_services() {

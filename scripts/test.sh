@@ -1,12 +1,58 @@
 #!/usr/bin/env bash
 # The project's test command (README "Run the tests"; CI runs exactly this).
-# Starts any local service the tests need that is down, then checks
-# formatting and lints, then runs every test against the real services.
+#
+#   scripts/test.sh                  everything: fmt, clippy, every test on
+#                                    PostgreSQL and the real brokers
+#   scripts/test.sh --postgres-only  what PostgreSQL alone can test: the
+#                                    broker tests are skipped, and listed
+#
+# It checks each local service the tests need and starts it when it is down
+# (scripts/services.sh), says what it does at each step, and installs no
+# package without saying so: as root it installs the two Debian packages a
+# fresh machine may lack (python3-venv, make/gcc), otherwise it stops and
+# prints the command to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
 
-ensure_services postgres rabbitmq mosquitto redis nats
+postgres_only=false
+case "${1:-}" in
+  "") ;;
+  --postgres-only) postgres_only=true ;;
+  -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "test.sh: unknown option $1 (try --postgres-only or --help)" >&2; exit 2 ;;
+esac
+
+step() { echo "==> $*" >&2; }
+
+# Integration test targets that need a broker running (package:target).
+broker_tests=(
+  outbox-relay:publisher_redis outbox-relay:publisher_asynq outbox-relay:publisher_nats
+  outbox-relay:publisher_amqp outbox-relay:publisher_mqtt
+  outbox-cli:relay_brokers outbox-cli:relay_streams outbox-cli:fault_brokers
+)
+
+# A Debian package the tests need: installed when root (saying so), else
+# the command to run is printed and the script stops.
+need_package() { # what-for package...
+  local why=$1
+  shift
+  if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+    step "installing $* with apt-get ($why)"
+    { apt-get update -qq && apt-get install -y -qq "$@"; } >&2
+  else
+    echo "test.sh: $why needs: sudo apt-get install $*" >&2
+    exit 1
+  fi
+}
+
+if $postgres_only; then
+  step "checking PostgreSQL (--postgres-only: no broker is checked or started)"
+  ensure_services postgres
+else
+  step "checking PostgreSQL, RabbitMQ, Mosquitto, Redis and NATS (starting any that is down)"
+  ensure_services postgres rabbitmq mosquitto redis nats
+fi
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 
 # The brokers' own clients read messages back in a second process
@@ -15,23 +61,47 @@ export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres
 pyenv=target/pyenv
 requirements=tests/readback/requirements.txt
 if [[ ! -x "$pyenv/bin/python" ]] || ! cmp -s "$requirements" "$pyenv/requirements.txt"; then
-  python3 -m venv "$pyenv" 2>/dev/null || {
-    { apt-get update -qq && apt-get install -y python3-venv; } >&2 && rm -rf "$pyenv" && python3 -m venv "$pyenv"
-  }
+  step "creating the read-back clients' virtualenv in $pyenv (pip install -r $requirements)"
+  if ! python3 -m venv "$pyenv" 2>/dev/null; then
+    need_package "the read-back clients' virtualenv" python3-venv
+    rm -rf "$pyenv" && python3 -m venv "$pyenv"
+  fi
   "$pyenv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   cp "$requirements" "$pyenv/requirements.txt"
 fi
 
 # The Kafka publisher builds librdkafka from source (rdkafka's bundled build).
 if ! command -v make >/dev/null || ! command -v cc >/dev/null; then
-  { apt-get update -qq && apt-get install -y make gcc; } >&2
+  need_package "building librdkafka for the Kafka publisher" make gcc
 fi
 
+step "cargo fmt --check"
 cargo fmt --all -- --check
+step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 # The library forces no proc macros on applications that enqueue with sqlx.
 if cargo tree -q -p outbox --no-default-features --features sqlx -e normal,build | grep -q sqlx-macros; then
   echo "outbox's sqlx feature pulls in sqlx-macros" >&2
   exit 1
 fi
-cargo test --workspace --all-features
+
+if ! $postgres_only; then
+  step "cargo test: every test, on PostgreSQL and the brokers"
+  cargo test --workspace --all-features
+  exit 0
+fi
+
+step "cargo test: what PostgreSQL alone can test"
+targets=()
+for f in crates/*/tests/*.rs; do
+  pkg=$(basename "$(dirname "$(dirname "$f")")")
+  name=$(basename "$f" .rs)
+  [[ " ${broker_tests[*]} " == *" $pkg:$name "* ]] && continue
+  [[ " ${targets[*]:-} " == *" --test $name "* ]] && continue # same name in two crates
+  targets+=(--test "$name")
+done
+cargo test --workspace --all-features --lib --bins --examples "${targets[@]}"
+cargo test --workspace --all-features --doc
+echo "" >&2
+echo "==> SKIPPED (--postgres-only): ${#broker_tests[@]} broker test files: ${broker_tests[*]}" >&2
+echo "==> run scripts/test.sh without --postgres-only (CI does) to test the brokers too" >&2
