@@ -6,7 +6,7 @@
 //! pipeline. The queue comes from the URL and the task type is opaque to
 //! Redis, so no topic reaches a reserved key: there is no `allow_reserved`.
 
-use crate::publishers::options::UrlOptions;
+use crate::publishers::kit::options::UrlOptions;
 use crate::publishers::redis::{check_db, timeouts, CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
 use crate::Result;
 use std::time::Duration;

@@ -6,8 +6,8 @@
 //! (`__consumer_offsets`, `__transaction_state`) are the cluster's own and
 //! are refused, permanently, unless the URL says `allow_reserved=true`.
 
+use crate::publishers::kit::options::UrlOptions;
 use crate::publishers::limits;
-use crate::publishers::options::UrlOptions;
 use crate::publishers::redact_url;
 use crate::{Error, Result};
 use std::time::Duration;

@@ -6,8 +6,8 @@
 //! `allow_reserved=true`. With a `subject_prefix`, the prefix starts every
 //! subject, so only a prefix of that form could reach them.
 
+use crate::publishers::kit::options::UrlOptions;
 use crate::publishers::limits;
-use crate::publishers::options::UrlOptions;
 use crate::Result;
 use std::time::Duration;
 

@@ -7,8 +7,8 @@
 //! asynq publisher's keys, which may share the server) are refused,
 //! permanently, unless the URL says `allow_reserved=true`.
 
+use crate::publishers::kit::options::UrlOptions;
 use crate::publishers::limits;
-use crate::publishers::options::UrlOptions;
 use crate::Result;
 use std::time::Duration;
 
