@@ -30,6 +30,7 @@ const DEFAULT_FRAME_MAX: usize = 131_072;
 
 /// The RabbitMQ publisher. One connection and one confirm-mode channel,
 /// opened on first use and reopened on the batch after a loss.
+#[derive(Debug)]
 pub struct AmqpPublisher {
     cfg: AmqpConfig,
     // Boxed: a connection and a channel are large, and idle most of the time.
@@ -43,14 +44,6 @@ struct Link {
     /// The negotiated frame size: a message's properties travel in one
     /// frame, and a larger one makes the broker close the connection.
     frame_max: usize,
-}
-
-impl std::fmt::Debug for AmqpPublisher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AmqpPublisher")
-            .field("cfg", &self.cfg)
-            .finish()
-    }
 }
 
 impl AmqpPublisher {

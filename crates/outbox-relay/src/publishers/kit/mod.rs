@@ -17,14 +17,9 @@
 // the rest unused.
 #![allow(dead_code)]
 
-#[cfg(any(
-    feature = "publisher-amqp",
-    feature = "publisher-mqtt",
-    feature = "publisher-redis",
-    feature = "publisher-nats",
-    feature = "publisher-kafka"
-))]
 pub(crate) mod lazy;
+// The one module that needs the `url` crate, which only the URL-configured
+// publishers pull in (not `postgres`: tokio-postgres reads its own URLs).
 #[cfg(any(
     feature = "publisher-amqp",
     feature = "publisher-mqtt",
@@ -35,9 +30,4 @@ pub(crate) mod lazy;
 ))]
 pub(crate) mod options;
 pub(crate) mod outcome;
-#[cfg(any(
-    feature = "publisher-redis",
-    feature = "publisher-nats",
-    feature = "publisher-kafka"
-))]
 pub(crate) mod record;

@@ -214,6 +214,20 @@ fn bad(publisher: &str, message: impl std::fmt::Display) -> Error {
     Error::Publisher(format!("{publisher} publisher: {message}"))
 }
 
+/// For the `config.rs` tests: each URL is refused with an error holding
+/// its needle, and never the password `hunter2`.
+#[cfg(test)]
+pub(crate) fn assert_refused<T: std::fmt::Debug>(
+    parse: impl Fn(&str) -> Result<T>,
+    cases: &[(&str, &str)],
+) {
+    for (url, needle) in cases {
+        let e = parse(url).unwrap_err().to_string();
+        assert!(e.contains(needle), "{url}: {e}");
+        assert!(!e.contains("hunter2"), "{url}: {e}");
+    }
+}
+
 fn parse_duration(s: &str) -> Option<std::time::Duration> {
     let split = s.find(|c: char| !c.is_ascii_digit())?;
     let (n, unit) = s.split_at(split);

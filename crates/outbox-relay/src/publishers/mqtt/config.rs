@@ -194,6 +194,7 @@ fn decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::publishers::kit::options::assert_refused;
 
     #[test]
     fn options_and_topic_mapping() {
@@ -212,22 +213,21 @@ mod tests {
 
     #[test]
     fn bad_values_are_named_and_passwords_hidden() {
-        for (url, word) in [
-            ("mqtt://u:hunter2@h?topic_map=slashes", "topic_map"),
-            ("mqtt://u:hunter2@h?bogus=1", "bogus"),
-            ("mqtt://u:hunter2@h?timeout_ms=0", "timeout_ms"),
-            ("mqtt://u:hunter2@h?prefix=a/%23", "wildcards"),
-            ("mqtt://u:hunter2@h?prefix=$SYS", "allow_reserved=true"),
-            ("mqtt://u:hunter2@h?allow_reserved=sure", "allow_reserved"),
-            (
-                "mqtt://u:hunter2@h?max_packet_size=268435456",
-                "max_packet_size",
-            ),
-        ] {
-            let e = MqttConfig::from_url(url).unwrap_err().to_string();
-            assert!(e.contains(word), "{e}");
-            assert!(!e.contains("hunter2"), "{e}");
-        }
+        assert_refused(
+            MqttConfig::from_url,
+            &[
+                ("mqtt://u:hunter2@h?topic_map=slashes", "topic_map"),
+                ("mqtt://u:hunter2@h?bogus=1", "bogus"),
+                ("mqtt://u:hunter2@h?timeout_ms=0", "timeout_ms"),
+                ("mqtt://u:hunter2@h?prefix=a/%23", "wildcards"),
+                ("mqtt://u:hunter2@h?prefix=$SYS", "allow_reserved=true"),
+                ("mqtt://u:hunter2@h?allow_reserved=sure", "allow_reserved"),
+                (
+                    "mqtt://u:hunter2@h?max_packet_size=268435456",
+                    "max_packet_size",
+                ),
+            ],
+        );
         let c = MqttConfig::from_url("mqtt://u:p%40ss@h").unwrap();
         assert_eq!(c.credentials, Some(("u".into(), "p@ss".into())));
         assert!(!format!("{c:?}").contains("p@ss"));

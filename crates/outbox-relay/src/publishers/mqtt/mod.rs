@@ -29,17 +29,10 @@ pub(crate) const MAX_REMAINING: usize = 268_435_455;
 
 /// The MQTT publisher: one session, opened on first use and reopened on
 /// the batch after a loss.
+#[derive(Debug)]
 pub struct MqttPublisher {
     cfg: MqttConfig,
     session: Lazy<Session>,
-}
-
-impl std::fmt::Debug for MqttPublisher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MqttPublisher")
-            .field("cfg", &self.cfg)
-            .finish()
-    }
 }
 
 /// What the event-loop task reports.
