@@ -11,7 +11,6 @@
 //! (`heartbeat`, `connection_timeout`, `frame_max`, ...) is passed to the
 //! AMQP client unchanged.
 
-use crate::envelope::DEFAULT_SOURCE;
 use crate::publishers::kit::options::{unsupported_scheme, UrlOptions};
 use crate::publishers::{limits, redact_url};
 use crate::Result;
@@ -98,7 +97,7 @@ impl AmqpConfig {
             confirm_timeout: o
                 .positive("confirm_timeout_ms")?
                 .map_or(Duration::from_secs(30), Duration::from_millis),
-            source: o.get("source").unwrap_or(DEFAULT_SOURCE).to_owned(),
+            source: o.source(),
             connection_name: o
                 .get("connection_name")
                 .unwrap_or("outbox-relay")

@@ -89,9 +89,7 @@ impl AsynqConfig {
         let max_retry = o
             .parsed::<u16>("max_retry", "a whole number from 0 to 65535")?
             .map_or(25, i32::from);
-        let task_timeout = o
-            .duration("task_timeout")?
-            .unwrap_or(Duration::from_secs(30 * 60));
+        let task_timeout = o.duration_or("task_timeout", Duration::from_secs(30 * 60))?;
         let (connect_timeout, response_timeout) = timeouts(&o)?;
         // asynq's server speaks Redis: hand the client a redis:// URL.
         let server = url::Url::parse(&o.base.as_str().replacen("asynq://", "redis://", 1))

@@ -128,13 +128,8 @@ impl KafkaConfig {
             message_max_bytes,
             allow_reserved,
             bootstrap_servers: hosts.join(","),
-            message_timeout: o
-                .duration("message_timeout")?
-                .unwrap_or(Duration::from_secs(30)),
-            source: o
-                .get("source")
-                .unwrap_or(crate::envelope::DEFAULT_SOURCE)
-                .to_owned(),
+            message_timeout: o.duration_or("message_timeout", Duration::from_secs(30))?,
+            source: o.source(),
             properties,
         };
         // librdkafka checks every property's name and value when they are

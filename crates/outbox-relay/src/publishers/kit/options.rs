@@ -127,6 +127,23 @@ impl UrlOptions {
             .transpose()
     }
 
+    /// `key` as a duration, or `default` when not given.
+    pub(crate) fn duration_or(
+        &self,
+        key: &str,
+        default: std::time::Duration,
+    ) -> Result<std::time::Duration> {
+        Ok(self.duration(key)?.unwrap_or(default))
+    }
+
+    /// The CloudEvents `source` attribute (`source`, default `/outbox`), the
+    /// same option on every publisher that writes CloudEvents attributes.
+    pub(crate) fn source(&self) -> String {
+        self.get("source")
+            .unwrap_or(crate::envelope::DEFAULT_SOURCE)
+            .to_owned()
+    }
+
     /// `key` as a whole number above zero.
     pub(crate) fn positive(&self, key: &str) -> Result<Option<u64>> {
         match self.parsed::<u64>(key, "a positive whole number")? {

@@ -108,16 +108,9 @@ impl NatsConfig {
             servers: servers.to_owned(),
             subject_prefix,
             create_stream,
-            ack_timeout: o
-                .duration("ack_timeout")?
-                .unwrap_or(Duration::from_secs(10)),
-            connect_timeout: o
-                .duration("connect_timeout")?
-                .unwrap_or(Duration::from_secs(5)),
-            source: o
-                .get("source")
-                .unwrap_or(crate::envelope::DEFAULT_SOURCE)
-                .to_owned(),
+            ack_timeout: o.duration_or("ack_timeout", Duration::from_secs(10))?,
+            connect_timeout: o.duration_or("connect_timeout", Duration::from_secs(5))?,
+            source: o.source(),
         })
     }
 

@@ -109,9 +109,8 @@ pub(crate) fn check_db(o: &UrlOptions) -> Result<()> {
 
 pub(crate) fn timeouts(o: &UrlOptions) -> Result<(Duration, Duration)> {
     Ok((
-        o.duration("connect_timeout")?
-            .unwrap_or(Duration::from_secs(5)),
-        o.duration("timeout")?.unwrap_or(Duration::from_secs(30)),
+        o.duration_or("connect_timeout", Duration::from_secs(5))?,
+        o.duration_or("timeout", Duration::from_secs(30))?,
     ))
 }
 
