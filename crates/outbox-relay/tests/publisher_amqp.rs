@@ -91,7 +91,7 @@ impl AmqpHarness {
 
 /// The envelope out of an AMQP delivery: the metadata headers, the body as
 /// the payload, and the message's own headers (the table less the metadata
-/// and the CloudEvents `ce-*` attributes).
+/// and the CloudEvents `ce-*` attributes: every name the envelope owns).
 fn envelope(headers: &FieldTable, body: &[u8]) -> Envelope {
     let text: BTreeMap<String, String> = headers
         .inner()
@@ -101,19 +101,16 @@ fn envelope(headers: &FieldTable, body: &[u8]) -> Envelope {
             other => panic!("header {k} is not a long string: {other:?}"),
         })
         .collect();
-    let metadata = [
-        "event_id",
-        "message_id",
-        "event_type",
-        "event_version",
-        "aggregate_type",
-        "aggregate_id",
-        "topic",
-        "created_at",
-    ];
     let own: BTreeMap<&str, &str> = text
         .iter()
-        .filter(|(k, _)| !metadata.contains(&k.as_str()) && !k.starts_with("ce-"))
+        // A producer's header never has a name the envelope owns: those
+        // are refused at enqueue.
+        .filter(|(k, _)| {
+            !outbox::RESERVED_HEADERS.contains(&k.as_str())
+                && !outbox::RESERVED_HEADER_PREFIXES
+                    .iter()
+                    .any(|p| k.starts_with(p))
+        })
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let own = serde_json::to_string(&own).unwrap();
