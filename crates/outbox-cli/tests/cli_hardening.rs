@@ -71,7 +71,7 @@ async fn a_publisher_url_that_cannot_work_stops_the_relay_before_any_claim() {
         "http://h:99999/",
     ] {
         let err = fails(&t, &["relay", "--once", "--publisher", url]);
-        assert!(err.contains("webhook URL"), "{url}: {err}");
+        assert!(err.contains("http publisher"), "{url}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{url}: {err}");
     }
     // Every other publisher's URL is checked whole before any claim.

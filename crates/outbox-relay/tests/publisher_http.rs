@@ -4,10 +4,12 @@
 
 #![cfg(feature = "publisher-http")]
 
+mod conformance;
 mod support;
 
 use base64::Engine as _;
-use outbox::{Delivery, Inbox, NewMessage, Outbox};
+use conformance::{closed_port, unique, Harness, Received, Scope, Target};
+use outbox::{NewMessage, Outbox};
 use outbox_relay::publishers::http::{env, HttpConfig, HttpPublisher, WebhookSecret};
 use outbox_relay::{Envelope, ErrorClass, Publisher, Relay, RelayConfig, Store};
 use outbox_testkit::webhook::{Receiver, Rule};
@@ -32,6 +34,113 @@ fn publisher(url: &str, vars: &[(&str, &str)]) -> HttpPublisher {
     .unwrap();
     HttpPublisher::new(cfg).unwrap()
 }
+
+/// Reads back what one local receiver got, by the CloudEvent's `topic`.
+/// Every request is answered before `publish` returns, so no wait. Webhooks
+/// have no per-message dedupe: receivers drop resends by `webhook-id`.
+struct HttpHarness {
+    rx: Receiver,
+}
+
+impl HttpHarness {
+    async fn new() -> Self {
+        Self {
+            rx: Receiver::start().await,
+        }
+    }
+}
+
+/// The envelope out of a structured CloudEvent: the inverse of
+/// `Envelope::to_cloudevent`, attribute by attribute; any member whose name
+/// the envelope does not own is one of the message's headers, and the rest
+/// of those travel in `outboxheaders`.
+fn envelope(ce: &serde_json::Value) -> Envelope {
+    let ce = ce.as_object().expect("a CloudEvent is an object");
+    let text = |k: &str| ce[k].as_str().unwrap_or_else(|| panic!("{k}")).to_owned();
+    let mut headers: std::collections::BTreeMap<String, String> = ce
+        .get("outboxheaders")
+        .map(|h| serde_json::from_str(h.as_str().unwrap()).unwrap())
+        .unwrap_or_default();
+    // A producer's header never has a name the envelope owns: those are
+    // refused at enqueue.
+    let own = |k: &String| !outbox::RESERVED_HEADERS.contains(&k.as_str());
+    for (k, v) in ce.iter().filter(|(k, _)| own(k)) {
+        headers.insert(k.clone(), v.as_str().unwrap().to_owned());
+    }
+    let (headers, payload) = (
+        serde_json::to_string(&headers).unwrap(),
+        ce["data"].to_string(),
+    );
+    let (id, outboxid, kind, version, aggregate) = (
+        text("id"),
+        text("outboxid"),
+        text("type"),
+        text("eventversion"),
+        text("aggregatetype"),
+    );
+    let (subject, topic, time) = (text("subject"), text("topic"), text("time"));
+    Envelope::from_fields([
+        ("event_id", id.as_str()),
+        ("message_id", &outboxid),
+        ("event_type", &kind),
+        ("event_version", &version),
+        ("aggregate_type", &aggregate),
+        ("aggregate_id", &subject),
+        ("topic", &topic),
+        ("created_at", &time),
+        ("headers", &headers),
+        ("payload", &payload),
+    ])
+    .expect("the CloudEvent makes an envelope")
+}
+
+impl Harness for HttpHarness {
+    type P = HttpPublisher;
+    const DEDUPES: bool = false;
+
+    async fn target(&self) -> Target<HttpPublisher> {
+        Target {
+            publisher: publisher(&self.rx.url, &[]),
+            topic: unique("orders.created"),
+        }
+    }
+
+    async fn another_topic(&self, _: &Target<HttpPublisher>) -> String {
+        unique("orders.other")
+    }
+
+    async fn read_back(&self, _: &Target<HttpPublisher>, topic: &str) -> Vec<Received> {
+        self.rx
+            .received()
+            .iter()
+            .map(|r| {
+                assert_eq!(r.content_type, "application/cloudevents+json");
+                let e = envelope(&r.json());
+                assert_eq!(r.id, e.event_id.to_string(), "webhook-id is event_id");
+                e
+            })
+            .filter(|e| e.topic == topic)
+            .map(|e| Received {
+                event_id: e.event_id,
+                payload: e.payload.clone(),
+                envelope: Some(e),
+            })
+            .collect()
+    }
+
+    async fn unreachable(&self) -> HttpPublisher {
+        publisher(&format!("http://127.0.0.1:{}/hook", closed_port()), &[])
+    }
+
+    /// The receiver answers 422 for that topic: a 4xx other than 408/429.
+    async fn refused_topic(&self, _: &Target<HttpPublisher>) -> (String, Scope) {
+        let topic = unique("refused");
+        self.rx.respond_to_topic(&topic, Rule::status(422));
+        (topic, Scope::Topic)
+    }
+}
+
+conformance_suite!(HttpHarness::new().await);
 
 #[tokio::test]
 async fn delivers_a_signed_cloudevent_that_an_independent_library_verifies() {
@@ -93,27 +202,6 @@ async fn hostile_headers_and_topics_stay_in_the_body() {
         let m = by_event_id(&batch, &r.id);
         assert_eq!(r.json(), Envelope::from(m).to_cloudevent("/outbox"));
     }
-}
-
-#[tokio::test]
-async fn webhook_id_is_a_dedupe_key_across_redelivery() {
-    let rx = Receiver::start().await;
-    let p = publisher(&rx.url, &[]);
-    let batch = messages(1, "orders");
-    // A crash between publish and mark posts the same row twice.
-    assert_all_ok(&p.publish(&batch).await);
-    assert_all_ok(&p.publish(&batch).await);
-    let got = rx.wait_for(2).await;
-
-    let schema = TestSchema::new("http_dedupe").await;
-    let inbox = Inbox::with_schema(&schema.schema);
-    let client = schema.pool.get().await.unwrap();
-    let mut seen = Vec::new();
-    for r in &got {
-        assert_eq!(r.json()["id"], r.id.as_str());
-        seen.push(inbox.record(&**client, &r.id, "orders").await.unwrap());
-    }
-    assert_eq!(seen, [Delivery::First, Delivery::Duplicate]);
 }
 
 #[tokio::test]

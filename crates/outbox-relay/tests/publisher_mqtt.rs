@@ -3,12 +3,15 @@
 
 #![cfg(feature = "publisher-mqtt")]
 
+mod conformance;
 mod support;
 
-use outbox::{Delivery, Inbox};
+use conformance::{closed_port, unique, Harness, Received, Scope, Target};
 use outbox_relay::publishers::mqtt::MqttPublisher;
 use outbox_relay::{Envelope, ErrorClass, Publisher};
-use outbox_testkit::{readback, TestSchema};
+use outbox_testkit::readback;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use support::{assert_all_ok, by_event_id, messages, suffix};
 
 fn publisher(prefix: &str, options: &str) -> MqttPublisher {
@@ -18,6 +21,142 @@ fn publisher(prefix: &str, options: &str) -> MqttPublisher {
 fn prefix() -> String {
     format!("outbox-test/{}", suffix())
 }
+
+/// What a subscriber got: `(MQTT topic, body)`, in arrival order.
+type Inbound = Arc<Mutex<Vec<(String, Vec<u8>)>>>;
+
+/// Reads back with rumqttc, subscribed to the target's prefix before
+/// anything is published (MQTT keeps nothing for absent subscribers).
+/// MQTT has no per-message dedupe: consumers drop resends by event_id.
+#[derive(Default)]
+struct MqttHarness {
+    /// Per target prefix, what its subscriber got; the subscribers live as
+    /// long as the harness (one test).
+    inbound: Mutex<Vec<(String, Inbound, tokio::task::JoinHandle<()>)>>,
+}
+
+impl Drop for MqttHarness {
+    fn drop(&mut self) {
+        for (_, _, task) in self.inbound.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+impl MqttHarness {
+    /// Subscribes to `<prefix>/#` and waits for the SUBACK.
+    async fn subscribe(&self, prefix: &str) {
+        use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+        let mut opts = MqttOptions::new(format!("reader-{}", suffix()), "127.0.0.1", 1883);
+        opts.set_keep_alive(Duration::from_secs(30));
+        let (client, mut eventloop) = AsyncClient::new(opts, 64);
+        client
+            .subscribe(format!("{prefix}/#"), QoS::AtLeastOnce)
+            .await
+            .unwrap();
+        let inbound: Inbound = Arc::default();
+        let (subscribed, ready) = tokio::sync::oneshot::channel();
+        let sink = inbound.clone();
+        let task = tokio::spawn(async move {
+            let _client = client;
+            let mut subscribed = Some(subscribed);
+            loop {
+                match eventloop.poll().await {
+                    Ok(Event::Incoming(Packet::SubAck(_))) => {
+                        if let Some(s) = subscribed.take() {
+                            let _ = s.send(());
+                        }
+                    }
+                    Ok(Event::Incoming(Packet::Publish(p))) => {
+                        sink.lock().unwrap().push((p.topic, p.payload.to_vec()));
+                    }
+                    Ok(_) => {}
+                    Err(e) => panic!("MQTT reader: {e}"),
+                }
+            }
+        });
+        tokio::time::timeout(Duration::from_secs(10), ready)
+            .await
+            .expect("SUBACK from Mosquitto on 127.0.0.1:1883")
+            .unwrap();
+        self.inbound
+            .lock()
+            .unwrap()
+            .push((prefix.to_owned(), inbound, task));
+    }
+}
+
+impl Harness for MqttHarness {
+    type P = MqttPublisher;
+    const DEDUPES: bool = false;
+
+    /// One topic prefix per target, with its own subscriber.
+    async fn target(&self) -> Target<MqttPublisher> {
+        let prefix = prefix();
+        self.subscribe(&prefix).await;
+        Target {
+            publisher: publisher(&prefix, ""),
+            topic: unique("orders.created"),
+        }
+    }
+
+    async fn another_topic(&self, _: &Target<MqttPublisher>) -> String {
+        unique("orders.other")
+    }
+
+    /// PUBACK says the broker has the message, not that the subscriber
+    /// does: wait until nothing more arrives for a while.
+    async fn read_back(&self, t: &Target<MqttPublisher>, topic: &str) -> Vec<Received> {
+        let prefix = t.publisher.config().prefix.clone();
+        let inbound = self
+            .inbound
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(p, _, _)| *p == prefix)
+            .map(|(_, i, _)| i.clone())
+            .expect("a subscriber for the target");
+        let mut seen = usize::MAX;
+        loop {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let now = inbound.lock().unwrap().len();
+            if now == seen {
+                break;
+            }
+            seen = now;
+        }
+        let wanted = t.publisher.config().mqtt_topic(topic);
+        let got = inbound.lock().unwrap().clone();
+        got.into_iter()
+            .filter(|(t, _)| *t == wanted)
+            .map(|(_, body)| {
+                // No headers in MQTT 3.1.1: the body is the whole envelope.
+                let e = Envelope::from_json(std::str::from_utf8(&body).unwrap())
+                    .expect("body is the envelope");
+                Received {
+                    event_id: e.event_id,
+                    payload: e.payload.clone(),
+                    envelope: Some(e),
+                }
+            })
+            .collect()
+    }
+
+    async fn unreachable(&self) -> MqttPublisher {
+        MqttPublisher::from_url(&format!(
+            "mqtt://127.0.0.1:{}?timeout_ms=5000",
+            closed_port()
+        ))
+        .unwrap()
+    }
+
+    /// A wildcard cannot be published to: refused before sending, alone.
+    async fn refused_topic(&self, _: &Target<MqttPublisher>) -> (String, Scope) {
+        (format!("{}.+.wildcard", unique("bad")), Scope::Topic)
+    }
+}
+
+conformance_suite!(MqttHarness::default());
 
 #[tokio::test]
 async fn delivers_the_whole_envelope_at_qos_1() {
@@ -74,42 +213,6 @@ async fn acks_map_to_their_messages_beyond_the_packet_id_window() {
         .collect();
     want.sort();
     assert_eq!(ids, want);
-}
-
-#[tokio::test]
-async fn an_invalid_topic_fails_alone_and_permanently() {
-    let prefix = prefix();
-    let reader = readback::mqtt(&format!("{prefix}/#"), 2).await;
-    let p = publisher(&prefix, "");
-    let mut batch = messages(3, "ok");
-    batch[1].topic = "bad.+.wildcard".into();
-    let outcomes = p.publish(&batch).await;
-    assert!(outcomes[0].is_ok() && outcomes[2].is_ok(), "{outcomes:?}");
-    let e = outcomes[1].clone().unwrap_err();
-    assert_eq!(e.class, ErrorClass::Permanent, "{e}");
-    assert_eq!(reader.finish().await.len(), 2);
-}
-
-#[tokio::test]
-async fn event_id_is_a_dedupe_key_across_redelivery() {
-    let prefix = prefix();
-    let reader = readback::mqtt(&format!("{prefix}/#"), 2).await;
-    let p = publisher(&prefix, "");
-    let batch = messages(1, "orders");
-    assert_all_ok(&p.publish(&batch).await);
-    assert_all_ok(&p.publish(&batch).await);
-    let got = reader.finish().await;
-
-    let schema = TestSchema::new("mqtt_dedupe").await;
-    let inbox = Inbox::with_schema(&schema.schema);
-    let client = schema.pool.get().await.unwrap();
-    let mut seen = Vec::new();
-    for d in &got {
-        let env: Envelope = serde_json::from_value(d["body"].clone()).unwrap();
-        let id = env.event_id.to_string();
-        seen.push(inbox.record(&**client, &id, &env.topic).await.unwrap());
-    }
-    assert_eq!(seen, [Delivery::First, Delivery::Duplicate]);
 }
 
 #[tokio::test]

@@ -92,6 +92,9 @@ type FirstRule = Arc<dyn Fn(&str) -> Option<Rule> + Send + Sync>;
 struct Shared {
     received: Mutex<Vec<Received>>,
     rules: Mutex<HashMap<String, Rule>>,
+    /// Per topic (the CloudEvent's `topic` extension), for requests without
+    /// a rule of their event id.
+    topic_rules: Mutex<HashMap<String, Rule>>,
     default: Mutex<Option<Rule>>,
     first: Mutex<Option<FirstRule>>,
     /// Event ids seen at least once.
@@ -156,6 +159,17 @@ impl Receiver {
             .lock()
             .unwrap()
             .insert(event_id.into(), rule);
+    }
+
+    /// Answers requests whose CloudEvent is on `topic` with `rule` (what a
+    /// receiver that does not take a kind of event does), unless their
+    /// event id has a rule of its own.
+    pub fn respond_to_topic(&self, topic: impl Into<String>, rule: Rule) {
+        self.shared
+            .topic_rules
+            .lock()
+            .unwrap()
+            .insert(topic.into(), rule);
     }
 
     /// Answers every request without a rule of its own with `rule`.
@@ -239,6 +253,11 @@ async fn handle(
         .filter(|_| first_time)
         .and_then(|f| f(&id))
         .or_else(|| shared.rules.lock().unwrap().get(&id).cloned())
+        .or_else(|| {
+            let ce = serde_json::from_slice::<serde_json::Value>(&body).ok()?;
+            let topic = ce.get("topic")?.as_str()?.to_owned();
+            shared.topic_rules.lock().unwrap().get(&topic).cloned()
+        })
         .or_else(|| shared.default.lock().unwrap().clone())
         .unwrap_or_else(|| Rule::status(200));
     let got = Received {

@@ -13,7 +13,7 @@
 // the rest unused.
 #![allow(dead_code)]
 
-use crate::{Outcome, PublishError};
+use crate::PublishError;
 
 /// The URL option, the same on every publisher, that lets topics address a
 /// broker's own control plane (`$JS.API.…`, `$SYS/…`, `amq.…`, `__…`).
@@ -90,23 +90,6 @@ pub(crate) fn header(publisher: &str, key: &str, why: &str) -> PublishError {
 pub(crate) fn mqtt_forbidden(c: char) -> bool {
     let n = c as u32;
     c.is_control() || (0xFDD0..=0xFDEF).contains(&n) || n & 0xFFFE == 0xFFFE
-}
-
-/// The outcomes of a batch whose refused messages were settled up front
-/// (`Some`): each gap filled, in order, with the outcome of what was sent.
-pub(crate) fn fill(
-    outcomes: Vec<Option<Outcome>>,
-    mut sent: impl Iterator<Item = Outcome>,
-) -> Vec<Outcome> {
-    outcomes
-        .into_iter()
-        .map(|o| {
-            o.unwrap_or_else(|| {
-                sent.next()
-                    .unwrap_or_else(|| Err(PublishError::retryable("no reply for this message")))
-            })
-        })
-        .collect()
 }
 
 /// A name is echoed in a reason (stored in `dead_reason`): a 64 KiB topic

@@ -1,5 +1,12 @@
 //! The concrete publishers, one folder each, each behind a Cargo feature.
 //! [`AnyPublisher`] is what configuration builds from a `--publisher` URL.
+//!
+//! Layout: `<name>/mod.rs` is the publisher (what it sends and how it
+//! classifies the broker's answers), `<name>/config.rs` its URL options;
+//! each keeps only what is specific to its broker. What they share is in
+//! `kit/` (the URL and option parser with redaction, the envelope as a
+//! record of fields, the lazy connection, batch outcomes) and `limits.rs`
+//! (the checks against a destination's limits before sending).
 
 #[cfg(feature = "publisher-amqp")]
 pub mod amqp;
@@ -9,25 +16,12 @@ pub mod asynq;
 pub mod http;
 #[cfg(feature = "publisher-kafka")]
 pub mod kafka;
-#[cfg(any(
-    feature = "publisher-amqp",
-    feature = "publisher-mqtt",
-    feature = "publisher-nats",
-    feature = "publisher-kafka",
-    feature = "publisher-redis",
-    feature = "publisher-asynq"
-))]
+mod kit;
 mod limits;
 #[cfg(feature = "publisher-mqtt")]
 pub mod mqtt;
 #[cfg(feature = "publisher-nats")]
 pub mod nats;
-#[cfg(any(
-    feature = "publisher-redis",
-    feature = "publisher-nats",
-    feature = "publisher-kafka"
-))]
-mod options;
 #[cfg(feature = "publisher-postgres")]
 pub mod postgres;
 #[cfg(feature = "publisher-redis")]

@@ -11,11 +11,10 @@
 //! (`heartbeat`, `connection_timeout`, `frame_max`, ...) is passed to the
 //! AMQP client unchanged.
 
-use crate::envelope::DEFAULT_SOURCE;
+use crate::publishers::kit::options::{unsupported_scheme, UrlOptions};
 use crate::publishers::{limits, redact_url};
-use crate::{Error, Result};
+use crate::Result;
 use std::time::Duration;
-use url::Url;
 
 /// RabbitMQ's default `max_message_size` (128 MiB).
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 134_217_728;
@@ -73,79 +72,46 @@ const LAPIN_OPTIONS: [&str; 5] = [
 impl AmqpConfig {
     /// Parses and validates a publisher URL.
     pub fn from_url(raw: &str) -> Result<Self> {
-        // Shown without its query: a misspelt option may hold a secret that
-        // redaction cannot recognise by name.
-        let shown = crate::redact::redact_without_query(raw);
-        let bad = |m: String| Error::Publisher(format!("amqp URL {shown:?}: {m}"));
-        let mut url = Url::parse(raw).map_err(|e| bad(e.to_string()))?;
-        match url.scheme() {
-            "amqp" => {}
-            "amqps" => return Err(bad("amqps (TLS) is not supported by this build".into())),
-            other => return Err(bad(format!("scheme must be amqp, got {other}"))),
-        }
-        if url.host_str().map_or(true, str::is_empty) {
-            return Err(bad("a host is required".into()));
-        }
-        if url.port() == Some(0) {
-            return Err(bad("port 0 is not a port to connect to".into()));
-        }
-        let mut cfg = Self {
-            uri: String::new(),
-            exchange: DEFAULT_EXCHANGE.to_owned(),
-            declare: false,
-            confirm_timeout: Duration::from_secs(30),
-            source: DEFAULT_SOURCE.to_owned(),
-            connection_name: "outbox-relay".to_owned(),
-            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
-            allow_reserved: false,
+        unsupported_scheme(
+            "amqp",
+            raw,
+            &[("amqps", "amqps (TLS) is not supported by this build")],
+        )?;
+        let known = [
+            "exchange",
+            "declare",
+            "confirm_timeout_ms",
+            "source",
+            "connection_name",
+            "max_message_size",
+            limits::ALLOW_RESERVED,
+        ];
+        // lapin ignores a query parameter it does not know, so a typo would
+        // silently fall back to its default: its own options are named here
+        // and passed through; any other is refused.
+        let o = UrlOptions::parse_passing("amqp", raw, &["amqp"], &known, &LAPIN_OPTIONS)?;
+        let cfg = Self {
+            uri: o.base.to_string(),
+            exchange: o.get("exchange").unwrap_or(DEFAULT_EXCHANGE).to_owned(),
+            declare: o.flag("declare")?.unwrap_or(false),
+            confirm_timeout: o
+                .positive("confirm_timeout_ms")?
+                .map_or(Duration::from_secs(30), Duration::from_millis),
+            source: o.source(),
+            connection_name: o
+                .get("connection_name")
+                .unwrap_or("outbox-relay")
+                .to_owned(),
+            max_message_size: o
+                .positive("max_message_size")?
+                .map_or(Ok(DEFAULT_MAX_MESSAGE_SIZE), usize::try_from)
+                .map_err(|_| o.error("max_message_size is larger than this machine's memory"))?,
+            allow_reserved: o.allow_reserved()?,
         };
-        let mut passthrough = Vec::new();
-        for (k, v) in url.query_pairs() {
-            match &*k {
-                "exchange" => cfg.exchange = v.into_owned(),
-                "declare" => {
-                    cfg.declare = parse_bool(&v)
-                        .ok_or_else(|| bad(format!("declare must be true or false, got {v:?}")))?
-                }
-                "confirm_timeout_ms" => {
-                    let ms: u64 = v.parse().ok().filter(|ms| *ms > 0).ok_or_else(|| {
-                        bad(format!(
-                            "confirm_timeout_ms must be a positive integer, got {v:?}"
-                        ))
-                    })?;
-                    cfg.confirm_timeout = Duration::from_millis(ms);
-                }
-                "source" => cfg.source = v.into_owned(),
-                "connection_name" => cfg.connection_name = v.into_owned(),
-                "max_message_size" => {
-                    cfg.max_message_size = v.parse().ok().filter(|n| *n > 0).ok_or_else(|| {
-                        bad(format!(
-                            "max_message_size must be a positive number of bytes, got {v:?}"
-                        ))
-                    })?;
-                }
-                limits::ALLOW_RESERVED => {
-                    cfg.allow_reserved = parse_bool(&v)
-                        .ok_or_else(|| bad(format!("{k} must be true or false, got {v:?}")))?
-                }
-                k if LAPIN_OPTIONS.contains(&k) => passthrough.push((k.to_owned(), v.into_owned())),
-                // lapin ignores a query parameter it does not know: a typo
-                // would silently fall back to its default.
-                other => {
-                    return Err(bad(format!(
-                        "unknown option {other:?}; known options: exchange, declare, \
-                         confirm_timeout_ms, source, connection_name, max_message_size, \
-                         {}, {}",
-                        limits::ALLOW_RESERVED,
-                        LAPIN_OPTIONS.join(", ")
-                    )))
-                }
-            }
-        }
         // The default exchange ("") routes by queue name only: allowed, but
         // then the topic must be a queue name; mandatory catches a typo.
         if cfg.exchange.len() > 255 {
-            return Err(bad("exchange name is longer than 255 bytes".into()));
+            return Err(o.error("exchange name is longer than 255 bytes"));
         }
         // RabbitMQ's rule for names; anything else fails on connect.
         if !cfg
@@ -153,49 +119,36 @@ impl AmqpConfig {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || "-_.:".contains(c))
         {
-            return Err(bad(format!(
+            return Err(o.error(format!(
                 "exchange {:?} may hold only letters, digits, '-', '_', '.' and ':'",
                 cfg.exchange
             )));
         }
         if cfg.declare && cfg.exchange.starts_with("amq.") {
-            return Err(bad(format!(
+            return Err(o.error(format!(
                 "exchange {:?} cannot be declared: names starting with amq. are the broker's",
                 cfg.exchange
             )));
         }
         if cfg.declare && cfg.exchange.is_empty() {
-            return Err(bad("the default exchange (\"\") cannot be declared".into()));
+            return Err(o.error("the default exchange (\"\") cannot be declared"));
         }
         if cfg.source.is_empty() {
-            return Err(bad("source must not be empty".into()));
+            return Err(o.error("source must not be empty"));
         }
-        if passthrough.is_empty() {
-            url.set_query(None);
-        } else {
-            url.query_pairs_mut().clear().extend_pairs(passthrough);
-        }
-        cfg.uri = url.into();
         // lapin's own parser, now rather than at the first connect, so a
         // malformed value fails before anything is claimed.
         cfg.uri
             .parse::<lapin::uri::AMQPUri>()
-            .map_err(|e| bad(format!("not a valid AMQP URI: {e}")))?;
+            .map_err(|e| o.error(format!("not a valid AMQP URI: {e}")))?;
         Ok(cfg)
-    }
-}
-
-fn parse_bool(v: &str) -> Option<bool> {
-    match v {
-        "true" | "1" | "yes" => Some(true),
-        "false" | "0" | "no" => Some(false),
-        _ => None,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::publishers::kit::options::assert_refused;
 
     #[test]
     fn options_come_out_of_the_query_and_the_rest_passes_through() {
@@ -223,14 +176,14 @@ mod tests {
             .to_string();
         assert!(e.contains("declare"), "{e}");
         assert!(!e.contains("hunter2"), "{e}");
-        for (url, needle) in [
-            ("amqp://h/?max_message_size=0", "max_message_size"),
-            ("amqp://h/?allow_reserved=maybe", "allow_reserved"),
-            ("amqp://h/?exchange=a%2Fb", "only letters"),
-        ] {
-            let e = AmqpConfig::from_url(url).unwrap_err().to_string();
-            assert!(e.contains(needle), "{url}: {e}");
-        }
+        assert_refused(
+            AmqpConfig::from_url,
+            &[
+                ("amqp://h/?max_message_size=0", "max_message_size"),
+                ("amqp://h/?allow_reserved=maybe", "allow_reserved"),
+                ("amqp://h/?exchange=a%2Fb", "only letters"),
+            ],
+        );
         let c = AmqpConfig::from_url("amqp://h/?exchange=&allow_reserved=true").unwrap();
         assert!(c.allow_reserved && c.exchange.is_empty());
         assert_eq!(c.max_message_size, DEFAULT_MAX_MESSAGE_SIZE);

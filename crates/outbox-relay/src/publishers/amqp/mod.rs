@@ -11,6 +11,8 @@ mod config;
 pub use config::{AmqpConfig, DEFAULT_EXCHANGE};
 
 use crate::envelope::Envelope;
+use crate::publishers::kit::lazy::Lazy;
+use crate::publishers::kit::outcome::all_failed;
 use crate::publishers::limits;
 use crate::{Message, Outcome, PublishError, Publisher, Result};
 use futures_util::future::join_all;
@@ -19,7 +21,6 @@ use lapin::publisher_confirm::Confirmation;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::sync::Mutex;
 
 /// AMQP 0-9-1 short strings (routing keys, property values, header names).
 const SHORT_MAX: usize = 255;
@@ -29,10 +30,11 @@ const DEFAULT_FRAME_MAX: usize = 131_072;
 
 /// The RabbitMQ publisher. One connection and one confirm-mode channel,
 /// opened on first use and reopened on the batch after a loss.
+#[derive(Debug)]
 pub struct AmqpPublisher {
     cfg: AmqpConfig,
     // Boxed: a connection and a channel are large, and idle most of the time.
-    link: Mutex<Option<Box<Link>>>,
+    link: Lazy<Box<Link>>,
 }
 
 struct Link {
@@ -44,21 +46,13 @@ struct Link {
     frame_max: usize,
 }
 
-impl std::fmt::Debug for AmqpPublisher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AmqpPublisher")
-            .field("cfg", &self.cfg)
-            .finish()
-    }
-}
-
 impl AmqpPublisher {
     /// A publisher for `cfg`; connects lazily, so a broker that is down at
     /// start-up delays publishing instead of failing the relay.
     pub fn new(cfg: AmqpConfig) -> Self {
         Self {
             cfg,
-            link: Mutex::new(None),
+            link: Lazy::default(),
         }
     }
 
@@ -217,7 +211,7 @@ impl AmqpPublisher {
                     "no publisher confirm within {:?}",
                     self.cfg.confirm_timeout
                 ));
-                (vec![Err(e); batch.len()], true)
+                (all_failed(batch.len(), e), true)
             }
         }
     }
@@ -321,40 +315,32 @@ impl Publisher for AmqpPublisher {
     }
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
-        let mut link = self.link.lock().await;
-        if link
-            .as_ref()
-            .is_some_and(|l| !l.channel.status().connected())
-        {
-            *link = None;
-        }
-        if link.is_none() {
-            match self.connect().await {
-                Ok(l) => *link = Some(l),
-                Err(e) => return vec![Err(e); batch.len()],
-            }
-        }
-        let (outcomes, lost) = self
-            .publish_on(link.as_ref().expect("connected above"), batch)
-            .await;
+        // Held for the whole batch: its confirms are awaited on this channel.
+        let mut held = self.link.lock().await;
+        let link = match held.open(|l| connected(l), || self.connect()).await {
+            Ok(link) => link,
+            Err(e) => return all_failed(batch.len(), e),
+        };
+        let (outcomes, lost) = self.publish_on(link, batch).await;
         if lost {
             // Confirms of a broken channel never come; start afresh.
-            *link = None;
+            held.reset();
         }
         outcomes
     }
 
     async fn check(&self) -> Result<(), PublishError> {
-        let mut link = self.link.lock().await;
-        if link
-            .as_ref()
-            .is_some_and(|l| l.channel.status().connected())
-        {
-            return Ok(());
-        }
-        *link = Some(self.connect().await?);
-        Ok(())
+        let mut held = self.link.lock().await;
+        held.open(|l| connected(l), || self.connect())
+            .await
+            .map(drop)
     }
+}
+
+/// Whether the link's channel is still open (the broker may have closed it,
+/// or the connection under it, since the last batch).
+fn connected(link: &Link) -> bool {
+    link.channel.status().connected()
 }
 
 fn retryable(what: &str, e: &lapin::Error) -> PublishError {

@@ -21,9 +21,10 @@ mod task;
 pub use config::{AsynqConfig, TaskType};
 pub use task::TaskMessage;
 
+use super::kit::outcome::Settling;
 use super::limits;
 use super::redis::conn::{reply_outcome, RedisConn};
-use crate::{Envelope, Error, Message, Outcome, PublishError, Publisher, Result};
+use crate::{Envelope, Message, Outcome, PublishError, Publisher, Result};
 use redis::Value;
 
 /// Same steps as asynq's enqueue script: `EXISTS`, then `HSET` the task and
@@ -66,11 +67,11 @@ impl AsynqPublisher {
     /// A publisher for `config`; connects on first use.
     pub fn new(config: AsynqConfig) -> Result<Self> {
         let conn = RedisConn::new(
+            "asynq",
             &config.server,
             config.connect_timeout,
             config.response_timeout,
-        )
-        .map_err(|e| Error::Publisher(format!("asynq publisher: {e}")))?;
+        )?;
         Ok(Self { config, conn })
     }
 
@@ -126,7 +127,7 @@ impl Publisher for AsynqPublisher {
         // keys stay in one cluster slot (`{<queue>}`).
         pipe.cmd("SADD").arg(ALL_QUEUES_KEY).arg(queue);
         // Refused messages get their outcome now; the rest get a reply each.
-        let outcomes: Vec<Option<Outcome>> = batch
+        let outcomes: Settling = batch
             .iter()
             .map(|m| {
                 let task = self.task(m);
@@ -152,25 +153,17 @@ impl Publisher for AsynqPublisher {
                 None
             })
             .collect();
-        let sent = outcomes.iter().filter(|o| o.is_none()).count();
+        let sent = outcomes.sent();
         if sent == 0 {
-            return outcomes.into_iter().flatten().collect();
+            return outcomes.finish(std::iter::empty());
         }
-        let replies = match self.conn.query(&pipe).await {
-            Ok(r) if r.len() == sent + 1 => r,
-            Ok(r) => {
-                let e = PublishError::retryable(format!(
-                    "redis answered {} replies to {} commands",
-                    r.len(),
-                    sent + 1
-                ));
-                return limits::fill(outcomes, std::iter::repeat(Err(e)));
-            }
-            Err(e) => return limits::fill(outcomes, std::iter::repeat(Err(e))),
+        // The SADD, then one reply per task.
+        let mut replies = match self.conn.replies(&pipe, sent + 1).await {
+            Ok(r) => r.into_iter(),
+            Err(e) => return outcomes.fail_sent(e),
         };
-        let mut replies = replies.into_iter();
         if let Some(Err(e)) = replies.next().map(reply_outcome) {
-            return limits::fill(outcomes, std::iter::repeat(Err(e)));
+            return outcomes.fail_sent(e);
         }
         let sent = replies.map(|r| match reply_outcome(r)? {
             // 1: enqueued; 0: the task id exists, an earlier attempt won.
@@ -179,15 +172,10 @@ impl Publisher for AsynqPublisher {
                 "unexpected reply from the asynq enqueue script: {other:?}"
             ))),
         });
-        limits::fill(outcomes, sent)
+        outcomes.finish(sent)
     }
 
     async fn check(&self) -> Result<(), PublishError> {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors().cmd("PING");
-        let reply = self.conn.query(&pipe).await?;
-        reply
-            .into_iter()
-            .try_for_each(|r| reply_outcome(r).map(drop))
+        self.conn.ping().await
     }
 }

@@ -10,6 +10,7 @@
 //! | `OUTBOX_WEBHOOK_SOURCE`      | `/outbox` | CloudEvents `source`                      |
 
 use crate::envelope::DEFAULT_SOURCE;
+use crate::publishers::kit::options::endpoint;
 use crate::publishers::redact_url;
 use crate::{Error, Result};
 use base64::engine::general_purpose::STANDARD as B64;
@@ -129,28 +130,10 @@ impl HttpConfig {
 
     /// `url` with options read through `var` (a test passes a map).
     pub fn from_url_and_env(url: &str, var: impl Fn(&str) -> Option<String>) -> Result<Self> {
-        let lower = url.to_ascii_lowercase();
-        if !(lower.starts_with("http://") || lower.starts_with("https://")) {
-            return Err(Error::Publisher(format!(
-                "webhook URL {:?} must start with http:// or https://",
-                redact_url(url)
-            )));
-        }
         // Checked whole now: reqwest refuses a URL without a host only when
         // it builds each request, and that "builder error" is permanent, so
-        // the whole backlog would go dead.
-        let parsed = reqwest::Url::parse(url).map_err(|e| {
-            Error::Publisher(format!(
-                "webhook URL {:?} is not a valid URL ({e})",
-                redact_url(url)
-            ))
-        })?;
-        if parsed.host_str().map_or(true, str::is_empty) {
-            return Err(Error::Publisher(format!(
-                "webhook URL {:?} names no host",
-                redact_url(url)
-            )));
-        }
+        // the whole backlog would go dead. The query is the endpoint's own.
+        endpoint("http", url, &["http", "https"])?;
         let var = |k: &str| var(k).filter(|v| !v.trim().is_empty());
         let mut cfg = Self {
             url: url.to_owned(),
@@ -259,7 +242,7 @@ mod tests {
             "https://u:p@",
         ] {
             let e = HttpConfig::new(url).unwrap_err().to_string();
-            assert!(e.contains("webhook URL"), "{url}: {e}");
+            assert!(e.contains("http publisher"), "{url}: {e}");
         }
     }
 }

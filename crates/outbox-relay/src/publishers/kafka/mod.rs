@@ -11,7 +11,7 @@ mod config;
 
 pub use config::KafkaConfig;
 
-use crate::envelope::{field, Envelope};
+use crate::publishers::kit::record::Record;
 use crate::publishers::limits;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use futures_util::future::join_all;
@@ -75,18 +75,12 @@ impl KafkaPublisher {
 
     /// The headers of `m`, and their size as librdkafka counts it.
     fn headers_sized(&self, m: &Message) -> (OwnedHeaders, usize) {
-        let e = Envelope::from(m);
-        let mut pairs: Vec<(String, String)> = e
-            .metadata()
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v))
-            .collect();
-        pairs.push((
-            field::HEADERS.to_owned(),
-            serde_json::to_string(&e.headers).expect("string map serializes"),
-        ));
+        let record = Record::new(m);
+        let mut pairs = record.fields;
         pairs.extend(
-            e.binary_headers(&self.config.source)
+            record
+                .envelope
+                .binary_headers(&self.config.source)
                 .into_iter()
                 .map(|(k, v)| {
                     // The Kafka binding of CloudEvents spells the prefix `ce_`.

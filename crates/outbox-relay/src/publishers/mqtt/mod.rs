@@ -14,11 +14,13 @@ mod config;
 pub use config::{MqttConfig, TopicMap};
 
 use crate::envelope::Envelope;
+use crate::publishers::kit::lazy::Lazy;
+use crate::publishers::kit::outcome::{all_failed, Settling};
 use crate::publishers::limits;
 use crate::{Message, Outcome, PublishError, Publisher, Result};
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Outgoing, Packet, QoS};
 use std::collections::{HashMap, VecDeque};
-use tokio::sync::{mpsc, Mutex};
+use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 /// MQTT's largest remaining length (the packet less its 1 to 5 byte fixed
@@ -27,17 +29,10 @@ pub(crate) const MAX_REMAINING: usize = 268_435_455;
 
 /// The MQTT publisher: one session, opened on first use and reopened on
 /// the batch after a loss.
+#[derive(Debug)]
 pub struct MqttPublisher {
     cfg: MqttConfig,
-    session: Mutex<Option<Session>>,
-}
-
-impl std::fmt::Debug for MqttPublisher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MqttPublisher")
-            .field("cfg", &self.cfg)
-            .finish()
-    }
+    session: Lazy<Session>,
 }
 
 /// What the event-loop task reports.
@@ -64,7 +59,7 @@ impl MqttPublisher {
     pub fn new(cfg: MqttConfig) -> Self {
         Self {
             cfg,
-            session: Mutex::new(None),
+            session: Lazy::default(),
         }
     }
 
@@ -180,17 +175,21 @@ impl MqttPublisher {
             }
         };
         let lost = failure.is_some();
-        let outcomes = outcomes
-            .into_iter()
-            .map(|o| {
-                o.unwrap_or_else(|| {
-                    Err(failure
-                        .clone()
-                        .unwrap_or_else(|| PublishError::retryable("no PUBACK")))
-                })
-            })
-            .collect();
-        (outcomes, lost)
+        let unacked = failure.unwrap_or_else(|| PublishError::retryable("no PUBACK"));
+        (Settling::from(outcomes).fail_sent(unacked), lost)
+    }
+}
+
+/// Whether `s` survived since the last batch: a loss while idle (broker
+/// restart) shows up as an error queued since then. Events that are not
+/// errors are left over from the last batch and dropped.
+fn idle_session_intact(s: &mut Session) -> bool {
+    loop {
+        match s.events.try_recv() {
+            Ok(Ok(_)) => continue,
+            Err(mpsc::error::TryRecvError::Empty) => return true,
+            Ok(Err(_)) | Err(mpsc::error::TryRecvError::Disconnected) => return false,
+        }
     }
 }
 
@@ -263,41 +262,24 @@ impl Publisher for MqttPublisher {
     }
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
-        let mut guard = self.session.lock().await;
-        // A loss while idle (broker restart) shows up as an error queued
-        // since the last batch.
-        if let Some(s) = guard.as_mut() {
-            loop {
-                match s.events.try_recv() {
-                    Ok(Ok(_)) => continue,
-                    Err(mpsc::error::TryRecvError::Empty) => break,
-                    Ok(Err(_)) | Err(mpsc::error::TryRecvError::Disconnected) => {
-                        *guard = None;
-                        break;
-                    }
-                }
-            }
-        }
-        if guard.is_none() {
-            match self.connect().await {
-                Ok(s) => *guard = Some(s),
-                Err(e) => return vec![Err(e); batch.len()],
-            }
-        }
-        let session = guard.as_mut().expect("connected above");
+        // Held for the whole batch: acks map to messages by packet id in
+        // send order, so one batch at a time.
+        let mut held = self.session.lock().await;
+        let session = match held.open(idle_session_intact, || self.connect()).await {
+            Ok(s) => s,
+            Err(e) => return all_failed(batch.len(), e),
+        };
         let (outcomes, lost) = self.publish_on(session, batch).await;
         if lost {
-            *guard = None;
+            held.reset();
         }
         outcomes
     }
 
     async fn check(&self) -> Result<(), PublishError> {
-        let mut guard = self.session.lock().await;
-        if guard.as_ref().is_some_and(|s| !s.task.is_finished()) {
-            return Ok(());
-        }
-        *guard = Some(self.connect().await?);
-        Ok(())
+        let mut held = self.session.lock().await;
+        held.open(|s| !s.task.is_finished(), || self.connect())
+            .await
+            .map(drop)
     }
 }

@@ -10,20 +10,23 @@ mod config;
 
 pub use config::NatsConfig;
 
-use crate::envelope::{field, Envelope};
+use crate::publishers::kit::lazy::Lazy;
+use crate::publishers::kit::outcome::all_failed;
+use crate::publishers::kit::record::Record;
 use crate::publishers::limits;
 use crate::{Message, Outcome, PublishError, Publisher, Result};
 use async_nats::jetstream::{self, context::PublishErrorKind};
 use async_nats::HeaderMap;
 use futures_util::future::join_all;
 use std::future::IntoFuture;
-use tokio::sync::Mutex;
 
 /// The NATS JetStream publisher.
 #[derive(Debug)]
 pub struct NatsPublisher {
     config: NatsConfig,
-    js: Mutex<Option<jetstream::Context>>,
+    /// async-nats reconnects by itself once connected: the slot is only
+    /// ever filled, never reset.
+    js: Lazy<jetstream::Context>,
 }
 
 impl NatsPublisher {
@@ -32,7 +35,7 @@ impl NatsPublisher {
     pub fn new(config: NatsConfig) -> Self {
         Self {
             config,
-            js: Mutex::new(None),
+            js: Lazy::default(),
         }
     }
 
@@ -47,10 +50,10 @@ impl NatsPublisher {
     }
 
     async fn context(&self) -> Result<jetstream::Context, PublishError> {
-        let mut slot = self.js.lock().await;
-        if let Some(js) = &*slot {
-            return Ok(js.clone());
-        }
+        self.js.get(|| self.connect()).await
+    }
+
+    async fn connect(&self) -> Result<jetstream::Context, PublishError> {
         let client = async_nats::ConnectOptions::new()
             .connection_timeout(self.config.connect_timeout)
             .connect(self.config.servers.as_str())
@@ -72,7 +75,6 @@ impl NatsPublisher {
                 ))
             })?;
         }
-        *slot = Some(js.clone());
         Ok(js)
     }
 
@@ -91,14 +93,13 @@ impl NatsPublisher {
     ) -> Result<(String, HeaderMap, bytes::Bytes, usize), PublishError> {
         let subject = self.config.subject(&m.topic);
         check_subject(&subject, self.config.allow_reserved)?;
-        let e = Envelope::from(m);
-        let mut pairs = e.binary_headers(&self.config.source);
-        pairs.extend(e.metadata().into_iter().map(|(k, v)| (k.to_owned(), v)));
+        let record = Record::new(m);
+        let mut pairs = record.envelope.binary_headers(&self.config.source);
+        pairs.extend(record.fields);
         pairs.push((
-            field::HEADERS.to_owned(),
-            serde_json::to_string(&e.headers).expect("string map serializes"),
+            "Nats-Msg-Id".to_owned(),
+            record.envelope.event_id.to_string(),
         ));
-        pairs.push(("Nats-Msg-Id".to_owned(), e.event_id.to_string()));
         let mut headers = HeaderMap::new();
         // On the wire: `NATS/1.0\r\n`, `key: value\r\n` each, `\r\n`.
         let mut size = HEADER_PREAMBLE.len() + 2;
@@ -114,7 +115,7 @@ impl NatsPublisher {
             size += k.len() + 2 + v.len() + 2;
             headers.insert(k.as_str(), v.as_str());
         }
-        let body: bytes::Bytes = e.payload.to_string().into();
+        let body: bytes::Bytes = record.payload.into();
         size += body.len();
         Ok((subject, headers, body, size))
     }
@@ -157,7 +158,7 @@ impl Publisher for NatsPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let js = match self.context().await {
             Ok(js) => js,
-            Err(e) => return vec![Err(e); batch.len()],
+            Err(e) => return all_failed(batch.len(), e),
         };
         // Learnt from the server at connect (and again on reconnect).
         let max_payload = js.client().server_info().max_payload;

@@ -7,6 +7,7 @@
 //! The insert is its own transaction, never the claim's: publishing happens
 //! outside any outbox transaction, exactly as with a real broker.
 
+use super::kit::outcome::all_failed;
 use super::PublisherContext;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use deadpool_postgres::{Pool, Runtime};
@@ -118,7 +119,7 @@ impl Publisher for PostgresPublisher {
                 }
                 outcomes
             }
-            Err(e) => vec![Err(e); batch.len()],
+            Err(e) => all_failed(batch.len(), e),
         }
     }
 

@@ -1,15 +1,11 @@
-//! One lazily opened, multiplexed Redis connection and the error classes,
-//! shared by the `redis` and `asynq` publishers.
-//!
-//! The connection is opened on first use, not when the publisher is built,
-//! so a relay started while Redis is down keeps running and reports every
-//! message retryable until Redis is back.
+//! One lazily opened ([`Lazy`]), multiplexed Redis connection and the
+//! error classes, shared by the `redis` and `asynq` publishers.
 
-use crate::PublishError;
+use crate::publishers::kit::lazy::Lazy;
+use crate::{Error, PublishError, Result};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ErrorKind, RedisError, ServerErrorKind, Value};
 use std::time::Duration;
-use tokio::sync::Mutex;
 
 /// A Redis server, connected on demand.
 pub(crate) struct RedisConn {
@@ -17,7 +13,7 @@ pub(crate) struct RedisConn {
     /// `host:port` only, for error messages.
     addr: String,
     config: AsyncConnectionConfig,
-    conn: Mutex<Option<MultiplexedConnection>>,
+    conn: Lazy<MultiplexedConnection>,
 }
 
 impl std::fmt::Debug for RedisConn {
@@ -29,12 +25,16 @@ impl std::fmt::Debug for RedisConn {
 }
 
 impl RedisConn {
+    /// The connection of the `publisher` publisher to `url`; nothing
+    /// connects yet.
     pub(crate) fn new(
+        publisher: &str,
         url: &url::Url,
         connect_timeout: Duration,
         response_timeout: Duration,
-    ) -> Result<Self, RedisError> {
-        let client = redis::Client::open(url.as_str())?;
+    ) -> Result<Self> {
+        let client = redis::Client::open(url.as_str())
+            .map_err(|e| Error::Publisher(format!("{publisher} publisher: {e}")))?;
         let addr = format!(
             "{}:{}",
             url.host_str().unwrap_or_default(),
@@ -46,24 +46,21 @@ impl RedisConn {
             config: AsyncConnectionConfig::new()
                 .set_connection_timeout(Some(connect_timeout))
                 .set_response_timeout(Some(response_timeout)),
-            conn: Mutex::new(None),
+            conn: Lazy::default(),
         })
     }
 
     async fn connection(&self) -> Result<MultiplexedConnection, PublishError> {
-        let mut slot = self.conn.lock().await;
-        if let Some(c) = &*slot {
-            return Ok(c.clone());
-        }
-        let c = self
-            .client
-            .get_multiplexed_async_connection_with_config(&self.config)
+        self.conn
+            .get(|| async {
+                self.client
+                    .get_multiplexed_async_connection_with_config(&self.config)
+                    .await
+                    .map_err(|e| {
+                        PublishError::retryable(format!("redis at {} unreachable: {e}", self.addr))
+                    })
+            })
             .await
-            .map_err(|e| {
-                PublishError::retryable(format!("redis at {} unreachable: {e}", self.addr))
-            })?;
-        *slot = Some(c.clone());
-        Ok(c)
     }
 
     /// Sends `pipe` in one round trip and returns one reply per command,
@@ -76,11 +73,39 @@ impl RedisConn {
             Ok(replies) => Ok(replies),
             Err(e) => {
                 if !matches!(e.kind(), ErrorKind::Server(_) | ErrorKind::Extension) {
-                    *self.conn.lock().await = None;
+                    self.conn.reset().await;
                 }
                 Err(classify(&e).in_context(&self.addr))
             }
         }
+    }
+
+    /// [`Self::query`] for a pipeline of `commands` commands: fewer or more
+    /// replies than that fails the whole call, since replies could no
+    /// longer be matched to messages.
+    pub(crate) async fn replies(
+        &self,
+        pipe: &redis::Pipeline,
+        commands: usize,
+    ) -> Result<Vec<Value>, PublishError> {
+        let replies = self.query(pipe).await?;
+        if replies.len() != commands {
+            return Err(PublishError::retryable(format!(
+                "redis answered {} replies to {commands} commands",
+                replies.len()
+            )));
+        }
+        Ok(replies)
+    }
+
+    /// A round trip (`PING`), for the publishers' `check`.
+    pub(crate) async fn ping(&self) -> Result<(), PublishError> {
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors().cmd("PING");
+        let reply = self.query(&pipe).await?;
+        reply
+            .into_iter()
+            .try_for_each(|r| reply_outcome(r).map(drop))
     }
 }
 

@@ -12,9 +12,11 @@ pub(crate) mod conn;
 pub use config::RedisConfig;
 pub(crate) use config::{check_db, timeouts, CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
 
-use crate::envelope::{field, Envelope};
+use crate::envelope::field;
+use crate::publishers::kit::outcome::Settling;
+use crate::publishers::kit::record::Record;
 use crate::publishers::limits;
-use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
+use crate::{Message, Outcome, PublishError, Publisher, Result};
 use conn::{reply_outcome, RedisConn};
 
 /// The Redis Streams publisher.
@@ -28,11 +30,11 @@ impl RedisPublisher {
     /// A publisher for `config`; connects on first use.
     pub fn new(config: RedisConfig) -> Result<Self> {
         let conn = RedisConn::new(
+            "redis",
             &config.server,
             config.connect_timeout,
             config.response_timeout,
-        )
-        .map_err(|e| Error::Publisher(format!("redis publisher: {e}")))?;
+        )?;
         Ok(Self { config, conn })
     }
 
@@ -59,17 +61,10 @@ impl RedisPublisher {
             "the asynq publisher's key layout on the same server",
             self.config.allow_reserved,
         )?;
-        let e = Envelope::from(m);
-        let headers = serde_json::to_string(&e.headers).expect("string map serializes");
-        let payload = e.payload.to_string();
-        let metadata = e.metadata();
-        let size = stream.len()
-            + headers.len()
-            + payload.len()
-            + metadata
-                .iter()
-                .map(|(k, v)| k.len() + v.len())
-                .sum::<usize>();
+        let record = Record::new(m);
+        // A bound, not the server's own count (it limits each argument):
+        // the stream, every field name and value, and the payload.
+        let size = stream.len() + record.fields_len() + record.payload.len();
         limits::size(
             "redis",
             size,
@@ -81,13 +76,10 @@ impl RedisPublisher {
             cmd.arg("MAXLEN").arg("~").arg(n);
         }
         cmd.arg("*");
-        for (name, value) in metadata {
+        for (name, value) in record.fields {
             cmd.arg(name).arg(value);
         }
-        cmd.arg(field::HEADERS)
-            .arg(headers)
-            .arg(field::PAYLOAD)
-            .arg(payload);
+        cmd.arg(field::PAYLOAD).arg(record.payload);
         Ok(())
     }
 }
@@ -109,37 +101,21 @@ impl Publisher for RedisPublisher {
         let mut pipe = redis::pipe();
         pipe.ignore_errors();
         // Refused messages get their outcome now; the rest get a reply each.
-        let outcomes: Vec<Option<Outcome>> = batch
+        let outcomes: Settling = batch
             .iter()
             .map(|m| self.xadd(&mut pipe, m).err().map(Err))
             .collect();
-        let sent = outcomes.iter().filter(|o| o.is_none()).count();
+        let sent = outcomes.sent();
         if sent == 0 {
-            return outcomes.into_iter().flatten().collect();
+            return outcomes.finish(std::iter::empty());
         }
-        let replies = match self.conn.query(&pipe).await {
-            Ok(replies) if replies.len() == sent => replies,
-            Ok(replies) => {
-                let e = PublishError::retryable(format!(
-                    "redis answered {} replies to {sent} XADDs",
-                    replies.len(),
-                ));
-                return limits::fill(outcomes, std::iter::repeat(Err(e)));
-            }
-            Err(e) => return limits::fill(outcomes, std::iter::repeat(Err(e))),
-        };
-        limits::fill(
-            outcomes,
-            replies.into_iter().map(|r| reply_outcome(r).map(drop)),
-        )
+        match self.conn.replies(&pipe, sent).await {
+            Ok(replies) => outcomes.finish(replies.into_iter().map(|r| reply_outcome(r).map(drop))),
+            Err(e) => outcomes.fail_sent(e),
+        }
     }
 
     async fn check(&self) -> Result<(), PublishError> {
-        let mut pipe = redis::pipe();
-        pipe.ignore_errors().cmd("PING");
-        let reply = self.conn.query(&pipe).await?;
-        reply
-            .into_iter()
-            .try_for_each(|r| reply_outcome(r).map(drop))
+        self.conn.ping().await
     }
 }
