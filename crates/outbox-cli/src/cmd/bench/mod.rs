@@ -128,7 +128,7 @@ pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
             slice,
             hold_seconds,
         } => {
-            let p = outbox_relay::bench::SoakParams {
+            let p = outbox_bench::SoakParams {
                 messages: args.messages.unwrap_or(1_000_000),
                 slice,
                 batch_size: args.batch_size,

@@ -9,7 +9,7 @@
 //!   spread backlog.
 
 use super::Bar;
-use outbox_relay::bench::{
+use outbox_bench::{
     drain_process, drain_spec, hot_table_bytes_per_message, median, Algorithm, DrainResult,
     DrainSpec, Progress,
 };

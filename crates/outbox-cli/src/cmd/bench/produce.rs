@@ -2,7 +2,7 @@
 //! hand-written INSERT, NOTIFY on and off, interleaved run by run.
 
 use super::Bar;
-use outbox_relay::bench::{median, produce, ProduceMode, ProduceParams, Progress};
+use outbox_bench::{median, produce, ProduceMode, ProduceParams, Progress};
 use std::collections::BTreeMap;
 
 pub(super) async fn run(

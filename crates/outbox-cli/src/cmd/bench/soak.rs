@@ -2,7 +2,7 @@
 //! the same with a REPEATABLE READ transaction held open.
 
 use super::Bar;
-use outbox_relay::bench::{median, soak, Progress, Soak, SoakParams};
+use outbox_bench::{median, soak, Progress, Soak, SoakParams};
 use std::time::Duration;
 
 pub(super) async fn run(

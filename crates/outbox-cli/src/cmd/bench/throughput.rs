@@ -3,7 +3,7 @@
 //! run so drift on the machine hits all alike.
 
 use super::{peak_rss_bytes, Bar};
-use outbox_relay::bench::{drain, median, Algorithm, Progress};
+use outbox_bench::{drain, median, Algorithm, Progress};
 use std::collections::BTreeMap;
 
 pub(super) struct Params {

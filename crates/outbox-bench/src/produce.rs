@@ -3,11 +3,11 @@
 //! commit it, through the library against the hand-written INSERT a team
 //! would write without it; with the NOTIFY trigger on and off.
 
-use super::{fresh_schema, Progress};
-use crate::{Error, Result};
+use crate::drain::fresh_schema;
+use crate::{BenchQueries, Progress};
 use deadpool_postgres::Pool;
-use outbox::sql::BenchQueries;
 use outbox::{NewMessage, Outbox, Schema};
+use outbox_relay::{Error, Result};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,12 +5,13 @@
 //! reclaim nothing the relay deletes or rewrites, which is what makes
 //! queues that UPDATE a status column collapse.
 
-use super::{fresh_schema, Counting, Progress};
-use crate::publishers::postgres::PostgresPublisher;
-use crate::{Error, Relay, RelayConfig, Result, Store};
+use crate::drain::{fresh_schema, wait_until_settled};
+use crate::{BenchQueries, Counting, Progress};
 use deadpool_postgres::Pool;
-use outbox::sql::{BenchQueries, Queries};
+use outbox::sql::Queries;
 use outbox::Schema;
+use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -166,7 +167,7 @@ async fn soak_in(pool: &Pool, schema: &Schema, p: SoakParams, progress: &Progres
             next += p.slice;
         }
         // Published is not yet settled: wait for the last settlements.
-        super::wait_until_settled(&client, &bq).await?;
+        wait_until_settled(&client, &bq).await?;
         let total = started.elapsed();
         drained.cancel();
         stop.cancel();

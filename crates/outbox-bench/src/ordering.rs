@@ -2,16 +2,13 @@
 //! process with its default settings, timed from launch to the last
 //! `sent_at`), and the hot table's bytes per pending message. The in-process
 //! drains (ordering on and off, spread or one aggregate) are
-//! [`super::drain_spec`].
+//! [`crate::drain_spec`].
 
-use super::{
-    check_drained, drop_schema, fresh_schema, prepare, wait_until_settled_or, Algorithm,
-    DrainResult, DrainSpec, Progress,
-};
-use crate::{Error, Result};
+use crate::drain::{check_drained, drop_schema, fresh_schema, prepare, wait_until_settled_or};
+use crate::{Algorithm, BenchQueries, DrainResult, DrainSpec, Progress};
 use deadpool_postgres::Pool;
-use outbox::sql::BenchQueries;
 use outbox::Schema;
+use outbox_relay::{Error, Result};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 

@@ -1,9 +1,9 @@
-//! Statements of `outbox bench`: the backlog preload, and the three reference
+//! Every statement of `outbox bench`, in one place: the backlog preload, and the three reference
 //! algorithms the relay is measured against, on a table shaped exactly like
 //! the seed lab's (`status` updated in place, index `(status, next_run_at, id)`).
 
-use super::render;
-use crate::Schema;
+use outbox::sql::render;
+use outbox::Schema;
 
 /// Bench statements for one (throwaway) schema.
 #[derive(Debug, Clone)]
