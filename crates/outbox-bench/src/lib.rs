@@ -9,10 +9,10 @@
 //! - `drain`: `bench drain` / `baseline` — [`Algorithm`]s
 //!   draining one preloaded backlog ([`drain`], [`drain_spec`]); the pieces
 //!   every scenario shares (fresh schema, preload, the exactly-once check,
-//!   [`wait_until_settled`], [`median`]).
-//! - `ordering`: `bench ordering`'s own pieces — [`drain_process`] (the
-//!   `outbox relay` process, launch to last `sent_at`) and
-//!   [`hot_table_bytes_per_message`].
+//!   [`wait_until_settled`], [`median`], [`peak_rss_bytes`]).
+//! - `ordering`: `bench ordering` — its [`Case`]s ([`measure`]) and
+//!   [`RATIOS`] with their targets; [`drain_process`] (the `outbox relay`
+//!   process, launch to last `sent_at`) and [`hot_table_bytes_per_message`].
 //! - `latency`: `bench latency` ([`latency`], commit → publish percentiles)
 //!   and `bench idle` ([`idle_queries_per_second`]).
 //! - `produce`: `bench produce` ([`produce`]), the library against a
@@ -30,9 +30,14 @@ mod progress;
 mod soak;
 pub mod sql;
 
-pub use drain::{drain, drain_spec, median, wait_until_settled, Algorithm, DrainResult, DrainSpec};
+pub use drain::{
+    drain, drain_spec, median, peak_rss_bytes, wait_until_settled, Algorithm, DrainResult,
+    DrainSpec,
+};
 pub use latency::{idle_queries_per_second, latency, Latency};
-pub use ordering::{drain_process, hot_table_bytes_per_message};
+pub use ordering::{
+    drain_process, hot_table_bytes_per_message, measure, Case, OrderingParams, Ratio, RATIOS,
+};
 pub use produce::{produce, ProduceMode, ProduceParams, ProduceResult};
 pub use progress::{Counting, Progress};
 pub use soak::{soak, Soak, SoakParams, SoakSlice};
