@@ -2,7 +2,7 @@
 //! published while producers commit at a steady rate, and how quiet an idle
 //! relay is.
 
-use crate::drain::fresh_schema;
+use crate::drain::{drop_schema, fresh_schema};
 use crate::BenchQueries;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -49,10 +49,7 @@ pub async fn latency(
         outbox::migrate(&**client, &schema).await?;
     }
     let result = latency_in(pool, url, &schema, rate, seconds, notify).await;
-    let client = pool.get().await?;
-    client
-        .batch_execute(&BenchQueries::new(&schema).drop_schema)
-        .await?;
+    drop_schema(pool, &schema).await?;
     result
 }
 
@@ -192,9 +189,6 @@ pub async fn idle_queries_per_second(
         ran.map(|()| qps)
     }
     .await;
-    pool.get()
-        .await?
-        .batch_execute(&BenchQueries::new(&schema).drop_schema)
-        .await?;
+    drop_schema(pool, &schema).await?;
     result
 }

@@ -3,7 +3,7 @@
 //! commit it, through the library against the hand-written INSERT a team
 //! would write without it; with the NOTIFY trigger on and off.
 
-use crate::drain::fresh_schema;
+use crate::drain::{drop_schema, fresh_schema};
 use crate::{BenchQueries, Progress};
 use deadpool_postgres::Pool;
 use outbox::{NewMessage, Outbox, Schema};
@@ -71,10 +71,7 @@ pub async fn produce(pool: &Pool, p: ProduceParams, progress: &Progress) -> Resu
     }
     let schema = fresh_schema()?;
     let result = produce_in(pool, &schema, p, progress).await;
-    pool.get()
-        .await?
-        .batch_execute(&BenchQueries::new(&schema).drop_schema)
-        .await?;
+    drop_schema(pool, &schema).await?;
     result
 }
 

@@ -5,7 +5,7 @@
 //! reclaim nothing the relay deletes or rewrites, which is what makes
 //! queues that UPDATE a status column collapse.
 
-use crate::drain::{fresh_schema, wait_until_settled};
+use crate::drain::{drop_schema, fresh_schema, wait_until_settled};
 use crate::{BenchQueries, Counting, Progress};
 use deadpool_postgres::Pool;
 use outbox::sql::Queries;
@@ -80,10 +80,7 @@ pub async fn soak(pool: &Pool, p: SoakParams, progress: &Progress) -> Result<Soa
     }
     let schema = fresh_schema()?;
     let result = soak_in(pool, &schema, p, progress).await;
-    pool.get()
-        .await?
-        .batch_execute(&BenchQueries::new(&schema).drop_schema)
-        .await?;
+    drop_schema(pool, &schema).await?;
     result
 }
 
