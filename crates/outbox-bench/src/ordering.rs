@@ -291,3 +291,25 @@ pub async fn hot_table_bytes_per_message(pool: &Pool, spec: &DrainSpec) -> Resul
     drop_schema(pool, &schema).await?;
     result
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ratio_divides_its_cases_run_by_run() {
+        let rates = BTreeMap::from([
+            ("spread_on", vec![90.0, 80.0]),
+            ("spread_off", vec![100.0, 100.0]),
+        ]);
+        assert_eq!(RATIOS[0].per_run(&rates), vec![0.9, 0.8]);
+    }
+
+    #[test]
+    fn every_ratio_compares_two_distinct_cases() {
+        for r in &RATIOS {
+            assert_ne!(r.over.0, r.over.1, "{}", r.key);
+            assert!(Case::ALL.contains(&r.over.0) && Case::ALL.contains(&r.over.1));
+        }
+    }
+}

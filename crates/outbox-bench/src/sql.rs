@@ -162,3 +162,22 @@ impl BenchQueries {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_name_the_quoted_schema_and_no_token_is_left() {
+        let q = BenchQueries::new(&Schema::new("bench_x").unwrap());
+        for sql in [
+            &q.preload_outbox,
+            &q.seed_create,
+            &q.delete_batch,
+            &q.drop_schema,
+        ] {
+            assert!(sql.contains("\"bench_x\""), "{sql}");
+            assert!(!sql.contains("{schema}"), "{sql}");
+        }
+    }
+}
