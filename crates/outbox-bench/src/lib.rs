@@ -15,10 +15,11 @@
 //!   process, launch to last `sent_at`) and [`hot_table_bytes_per_message`].
 //! - `latency`: `bench latency` ([`latency`], commit → publish percentiles)
 //!   and `bench idle` ([`idle_queries_per_second`]).
-//! - `produce`: `bench produce` ([`produce`]), the library against a
-//!   hand-written INSERT.
+//! - `produce`: `bench produce` ([`produce`] of each of [`PRODUCE_CASES`]),
+//!   the library against a hand-written INSERT
+//!   ([`library_over_hand_insert`]).
 //! - `soak`: `bench soak` ([`soak`]), a large backlog slice by slice, with a
-//!   REPEATABLE READ transaction held open or not.
+//!   REPEATABLE READ transaction held open or not; [`median_run`].
 //! - `progress`: [`Progress`] for whoever draws a bar, and [`Counting`], the
 //!   publisher wrapper that counts what the relay published.
 
@@ -38,7 +39,10 @@ pub use latency::{idle_queries_per_second, latency, Latency};
 pub use ordering::{
     drain_process, hot_table_bytes_per_message, measure, Case, OrderingParams, Ratio, RATIOS,
 };
-pub use produce::{produce, ProduceMode, ProduceParams, ProduceResult};
+pub use produce::{
+    library_over_hand_insert, produce, produce_key, ProduceMode, ProduceParams, ProduceResult,
+    PRODUCE_CASES,
+};
 pub use progress::{Counting, Progress};
-pub use soak::{soak, Soak, SoakParams, SoakSlice};
+pub use soak::{median_run, soak, Soak, SoakParams, SoakSlice};
 pub use sql::BenchQueries;

@@ -8,6 +8,7 @@ use crate::{BenchQueries, Progress};
 use deadpool_postgres::Pool;
 use outbox::{NewMessage, Outbox, Schema};
 use outbox_relay::{Error, Result};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +31,31 @@ impl ProduceMode {
             Self::HandInsert => "hand_insert",
         }
     }
+}
+
+/// The cases of `bench produce`, `(mode, NOTIFY trigger on)`, in the
+/// order each run measures them.
+pub const PRODUCE_CASES: [(ProduceMode, bool); 4] = [
+    (ProduceMode::HandInsert, true),
+    (ProduceMode::Library, true),
+    (ProduceMode::HandInsert, false),
+    (ProduceMode::Library, false),
+];
+
+/// A case's key in tables and JSON: `library_notify`, `hand_insert_no_notify`...
+pub fn produce_key(mode: ProduceMode, notify: bool) -> String {
+    format!(
+        "{}_{}",
+        mode.key(),
+        if notify { "notify" } else { "no_notify" }
+    )
+}
+
+/// The library's rate over the hand-written INSERT's, NOTIFY on or off,
+/// from rates by [`produce_key`].
+pub fn library_over_hand_insert(rates: &BTreeMap<String, f64>, notify: bool) -> f64 {
+    rates[&produce_key(ProduceMode::Library, notify)]
+        / rates[&produce_key(ProduceMode::HandInsert, notify)]
 }
 
 /// What one `produce` run does.

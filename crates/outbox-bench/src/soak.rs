@@ -6,7 +6,7 @@
 //! queues that UPDATE a status column collapse.
 
 use crate::drain::{drop_schema, fresh_schema, wait_until_settled};
-use crate::{BenchQueries, Counting, Progress};
+use crate::{median, BenchQueries, Counting, Progress};
 use deadpool_postgres::Pool;
 use outbox::sql::Queries;
 use outbox::Schema;
@@ -67,6 +67,15 @@ impl Soak {
             _ => 0.0,
         }
     }
+}
+
+/// The run with the median last-over-first ratio (the upper one for an
+/// even count), and the median of that ratio.
+pub fn median_run(mut soaks: Vec<Soak>) -> (Soak, f64) {
+    let ratio = median(&mut soaks.iter().map(Soak::last_over_first).collect::<Vec<_>>());
+    soaks.sort_by(|a, b| a.last_over_first().total_cmp(&b.last_over_first()));
+    let mid = soaks.swap_remove(soaks.len() / 2);
+    (mid, ratio)
 }
 
 /// Runs one soak in a fresh schema (dropped afterwards). `progress` counts
