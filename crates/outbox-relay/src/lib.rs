@@ -14,11 +14,11 @@
 //! - [`archive`]: the [`Archiver`], moving old sent/dead rows out of the live tables.
 //! - [`metrics`]: every metric's name, and the events that log and count;
 //!   [`backlog`]: the background task behind the backlog gauges.
+//! - Benchmarks are not here: the `outbox-bench` crate drives this engine
+//!   (the `outbox bench` scenarios).
 
 pub mod archive;
 pub mod backlog;
-#[cfg(feature = "publisher-postgres")]
-pub mod bench;
 mod clock;
 pub mod dead;
 pub mod envelope;

@@ -23,7 +23,8 @@
 //! - [`Outbox`]: `enqueue` / `enqueue_many` on the caller's connection or
 //!   transaction; `migrate`.
 //! - [`Inbox`]: consumer-side deduplication by `event_id`.
-//! - [`sql`]: every SQL statement of the project, and the migrations.
+//! - [`sql`]: every SQL statement of the library and the relay, and the
+//!   migrations (the benchmarks' own are in the `outbox-bench` crate).
 //! - [`Schema`]: the validated schema name, the only identifier spliced into SQL.
 //! - Trace context: [`NewMessage::trace_context`] (and, with the
 //!   `opentelemetry` feature, `NewMessage::current_trace_context`) put the

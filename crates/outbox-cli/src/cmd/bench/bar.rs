@@ -4,7 +4,7 @@
 //! drawn.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use outbox_relay::bench::Progress;
+use outbox_bench::Progress;
 use std::io::IsTerminal;
 use std::time::Duration;
 

@@ -128,7 +128,7 @@ pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
             slice,
             hold_seconds,
         } => {
-            let p = outbox_relay::bench::SoakParams {
+            let p = outbox_bench::SoakParams {
                 messages: args.messages.unwrap_or(1_000_000),
                 slice,
                 batch_size: args.batch_size,
@@ -146,12 +146,14 @@ pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
                 "--aggregates and --one-aggregate must be positive"
             );
             let p = ordering::Params {
-                messages: args.messages.unwrap_or(200_000),
-                aggregates,
-                one_aggregate,
-                batch_size: args.batch_size,
+                bench: outbox_bench::OrderingParams {
+                    messages: args.messages.unwrap_or(200_000),
+                    aggregates,
+                    one_aggregate,
+                    batch_size: args.batch_size,
+                    concurrency,
+                },
                 runs: args.runs,
-                concurrency,
                 json: args.json,
             };
             ordering::run(&url, p).await
@@ -168,13 +170,4 @@ pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
             throughput::run(&url, t).await
         }
     }
-}
-
-/// Peak resident memory of this process (the relay runs in it), in bytes,
-/// from the kernel's high-water mark; `None` off Linux.
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }

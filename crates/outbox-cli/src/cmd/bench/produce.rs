@@ -2,7 +2,10 @@
 //! hand-written INSERT, NOTIFY on and off, interleaved run by run.
 
 use super::Bar;
-use outbox_relay::bench::{median, produce, ProduceMode, ProduceParams, Progress};
+use outbox_bench::{
+    library_over_hand_insert, median, produce, produce_key as key, ProduceMode, ProduceParams,
+    Progress, PRODUCE_CASES,
+};
 use std::collections::BTreeMap;
 
 pub(super) async fn run(
@@ -14,22 +17,9 @@ pub(super) async fn run(
 ) -> anyhow::Result<()> {
     anyhow::ensure!((1..=64).contains(&producers), "--producers must be 1..=64");
     let pool = crate::db::connect(url, producers + 1).await?;
-    let cases = [
-        (ProduceMode::HandInsert, true),
-        (ProduceMode::Library, true),
-        (ProduceMode::HandInsert, false),
-        (ProduceMode::Library, false),
-    ];
-    let key = |mode: ProduceMode, notify: bool| {
-        format!(
-            "{}_{}",
-            mode.key(),
-            if notify { "notify" } else { "no_notify" }
-        )
-    };
     let mut rates: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for run in 1..=runs {
-        for (mode, notify) in cases {
+        for (mode, notify) in PRODUCE_CASES {
             let progress = Progress::default();
             let bar = Bar::show(&progress, &format!("run {run}/{runs}"));
             let p = ProduceParams {
@@ -52,9 +42,7 @@ pub(super) async fn run(
         .iter()
         .map(|(k, v)| (k.clone(), median(&mut v.clone())))
         .collect();
-    let ratio = |notify| {
-        med[&key(ProduceMode::Library, notify)] / med[&key(ProduceMode::HandInsert, notify)]
-    };
+    let ratio = |notify| library_over_hand_insert(&med, notify);
     if json {
         let v = serde_json::json!({
             "scenario": "produce", "transactions": transactions, "producers": producers,

@@ -2,7 +2,7 @@
 //! the same with a REPEATABLE READ transaction held open.
 
 use super::Bar;
-use outbox_relay::bench::{median, soak, Progress, Soak, SoakParams};
+use outbox_bench::{median_run, soak, Progress, Soak, SoakParams};
 use std::time::Duration;
 
 pub(super) async fn run(
@@ -43,10 +43,8 @@ pub(super) async fn run(
     // Per case: the median run by last/first, shown slice by slice.
     let picked: Vec<(&str, Soak, f64)> = results
         .into_iter()
-        .map(|(label, mut soaks)| {
-            let ratio = median(&mut soaks.iter().map(Soak::last_over_first).collect::<Vec<_>>());
-            soaks.sort_by(|a, b| a.last_over_first().total_cmp(&b.last_over_first()));
-            let mid = soaks.swap_remove(soaks.len() / 2);
+        .map(|(label, soaks)| {
+            let (mid, ratio) = median_run(soaks);
             (label, mid, ratio)
         })
         .collect();

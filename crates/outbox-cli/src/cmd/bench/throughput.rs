@@ -2,8 +2,8 @@
 //! backlog, the relay against the reference algorithms, interleaved run by
 //! run so drift on the machine hits all alike.
 
-use super::{peak_rss_bytes, Bar};
-use outbox_relay::bench::{drain, median, Algorithm, Progress};
+use super::Bar;
+use outbox_bench::{drain, median, peak_rss_bytes, Algorithm, Progress};
 use std::collections::BTreeMap;
 
 pub(super) struct Params {

@@ -1,7 +1,7 @@
 //! `bench latency` and `bench idle`: percentiles of commit → publish at a
 //! steady rate, and the statements an idle relay costs the database.
 
-use outbox_relay::bench::median;
+use outbox_bench::median;
 
 pub(super) async fn latency(
     url: &str,
@@ -18,7 +18,7 @@ pub(super) async fn latency(
     let pool = crate::db::connect(url, 16).await?;
     let mut samples = Vec::new();
     for run in 1..=runs {
-        let l = outbox_relay::bench::latency(&pool, url, rate, seconds, notify).await?;
+        let l = outbox_bench::latency(&pool, url, rate, seconds, notify).await?;
         eprintln!(
             "run {run}/{runs}: {} messages at {rate}/s, notify {}: p50 {:.1} ms, p95 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
             l.messages,
@@ -30,7 +30,7 @@ pub(super) async fn latency(
         );
         samples.push(l);
     }
-    let med = |f: fn(&outbox_relay::bench::Latency) -> std::time::Duration| {
+    let med = |f: fn(&outbox_bench::Latency) -> std::time::Duration| {
         median(&mut samples.iter().map(|l| ms(f(l))).collect::<Vec<_>>())
     };
     let (p50, p95, p99, max) = (
@@ -60,7 +60,7 @@ pub(super) async fn idle(url: &str, seconds: u32, runs: usize, json: bool) -> an
     let pool = crate::db::connect(url, 2).await?;
     let mut qps = Vec::new();
     for run in 1..=runs {
-        let q = outbox_relay::bench::idle_queries_per_second(&pool, url, seconds, true).await?;
+        let q = outbox_bench::idle_queries_per_second(&pool, url, seconds, true).await?;
         eprintln!("run {run}/{runs}: idle relay issued {q:.2} queries/s");
         qps.push(q);
     }

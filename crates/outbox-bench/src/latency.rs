@@ -2,12 +2,14 @@
 //! published while producers commit at a steady rate, and how quiet an idle
 //! relay is.
 
-use crate::publishers::postgres::PostgresPublisher;
-use crate::{Error, Relay, RelayConfig, Result, Store};
+use crate::drain::{drop_schema, fresh_schema};
+use crate::BenchQueries;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
-use outbox::sql::{BenchQueries, Queries};
+use outbox::sql::Queries;
 use outbox::{NewMessage, Outbox, Schema};
+use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -41,16 +43,13 @@ pub async fn latency(
     seconds: u32,
     notify: bool,
 ) -> Result<Latency> {
-    let schema = super::fresh_schema()?;
+    let schema = fresh_schema()?;
     {
         let client = pool.get().await?;
         outbox::migrate(&**client, &schema).await?;
     }
     let result = latency_in(pool, url, &schema, rate, seconds, notify).await;
-    let client = pool.get().await?;
-    client
-        .batch_execute(&BenchQueries::new(&schema).drop_schema)
-        .await?;
+    drop_schema(pool, &schema).await?;
     result
 }
 
@@ -161,7 +160,7 @@ pub async fn idle_queries_per_second(
     seconds: u32,
     notify: bool,
 ) -> Result<f64> {
-    let schema = super::fresh_schema()?;
+    let schema = fresh_schema()?;
     outbox::migrate(&**pool.get().await?, &schema).await?;
     let result = async {
         let relay = Relay::new(
@@ -190,9 +189,6 @@ pub async fn idle_queries_per_second(
         ran.map(|()| qps)
     }
     .await;
-    pool.get()
-        .await?
-        .batch_execute(&BenchQueries::new(&schema).drop_schema)
-        .await?;
+    drop_schema(pool, &schema).await?;
     result
 }

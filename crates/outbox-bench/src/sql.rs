@@ -1,9 +1,9 @@
-//! Statements of `outbox bench`: the backlog preload, and the three reference
+//! Every statement of `outbox bench`, in one place: the backlog preload, and the three reference
 //! algorithms the relay is measured against, on a table shaped exactly like
 //! the seed lab's (`status` updated in place, index `(status, next_run_at, id)`).
 
-use super::render;
-use crate::Schema;
+use outbox::sql::render;
+use outbox::Schema;
 
 /// Bench statements for one (throwaway) schema.
 #[derive(Debug, Clone)]
@@ -159,6 +159,25 @@ impl BenchQueries {
             vacuum_seed: r("VACUUM ANALYZE {schema}.seed_messages"),
             checkpoint: "CHECKPOINT".to_owned(),
             drop_schema: r("DROP SCHEMA IF EXISTS {schema} CASCADE"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_name_the_quoted_schema_and_no_token_is_left() {
+        let q = BenchQueries::new(&Schema::new("bench_x").unwrap());
+        for sql in [
+            &q.preload_outbox,
+            &q.seed_create,
+            &q.delete_batch,
+            &q.drop_schema,
+        ] {
+            assert!(sql.contains("\"bench_x\""), "{sql}");
+            assert!(!sql.contains("{schema}"), "{sql}");
         }
     }
 }

@@ -3,11 +3,12 @@
 //! commit it, through the library against the hand-written INSERT a team
 //! would write without it; with the NOTIFY trigger on and off.
 
-use super::{fresh_schema, Progress};
-use crate::{Error, Result};
+use crate::drain::{drop_schema, fresh_schema};
+use crate::{BenchQueries, Progress};
 use deadpool_postgres::Pool;
-use outbox::sql::BenchQueries;
 use outbox::{NewMessage, Outbox, Schema};
+use outbox_relay::{Error, Result};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +31,31 @@ impl ProduceMode {
             Self::HandInsert => "hand_insert",
         }
     }
+}
+
+/// The cases of `bench produce`, `(mode, NOTIFY trigger on)`, in the
+/// order each run measures them.
+pub const PRODUCE_CASES: [(ProduceMode, bool); 4] = [
+    (ProduceMode::HandInsert, true),
+    (ProduceMode::Library, true),
+    (ProduceMode::HandInsert, false),
+    (ProduceMode::Library, false),
+];
+
+/// A case's key in tables and JSON: `library_notify`, `hand_insert_no_notify`...
+pub fn produce_key(mode: ProduceMode, notify: bool) -> String {
+    format!(
+        "{}_{}",
+        mode.key(),
+        if notify { "notify" } else { "no_notify" }
+    )
+}
+
+/// The library's rate over the hand-written INSERT's, NOTIFY on or off,
+/// from rates by [`produce_key`].
+pub fn library_over_hand_insert(rates: &BTreeMap<String, f64>, notify: bool) -> f64 {
+    rates[&produce_key(ProduceMode::Library, notify)]
+        / rates[&produce_key(ProduceMode::HandInsert, notify)]
 }
 
 /// What one `produce` run does.
@@ -71,10 +97,7 @@ pub async fn produce(pool: &Pool, p: ProduceParams, progress: &Progress) -> Resu
     }
     let schema = fresh_schema()?;
     let result = produce_in(pool, &schema, p, progress).await;
-    pool.get()
-        .await?
-        .batch_execute(&BenchQueries::new(&schema).drop_schema)
-        .await?;
+    drop_schema(pool, &schema).await?;
     result
 }
 

@@ -5,12 +5,13 @@
 //! reclaim nothing the relay deletes or rewrites, which is what makes
 //! queues that UPDATE a status column collapse.
 
-use super::{fresh_schema, Counting, Progress};
-use crate::publishers::postgres::PostgresPublisher;
-use crate::{Error, Relay, RelayConfig, Result, Store};
+use crate::drain::{drop_schema, fresh_schema, wait_until_settled};
+use crate::{median, BenchQueries, Counting, Progress};
 use deadpool_postgres::Pool;
-use outbox::sql::{BenchQueries, Queries};
+use outbox::sql::Queries;
 use outbox::Schema;
+use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,6 +69,15 @@ impl Soak {
     }
 }
 
+/// The run with the median last-over-first ratio (the upper one for an
+/// even count), and the median of that ratio.
+pub fn median_run(mut soaks: Vec<Soak>) -> (Soak, f64) {
+    let ratio = median(&mut soaks.iter().map(Soak::last_over_first).collect::<Vec<_>>());
+    soaks.sort_by(|a, b| a.last_over_first().total_cmp(&b.last_over_first()));
+    let mid = soaks.swap_remove(soaks.len() / 2);
+    (mid, ratio)
+}
+
 /// Runs one soak in a fresh schema (dropped afterwards). `progress` counts
 /// messages preloaded, then published.
 pub async fn soak(pool: &Pool, p: SoakParams, progress: &Progress) -> Result<Soak> {
@@ -79,10 +89,7 @@ pub async fn soak(pool: &Pool, p: SoakParams, progress: &Progress) -> Result<Soa
     }
     let schema = fresh_schema()?;
     let result = soak_in(pool, &schema, p, progress).await;
-    pool.get()
-        .await?
-        .batch_execute(&BenchQueries::new(&schema).drop_schema)
-        .await?;
+    drop_schema(pool, &schema).await?;
     result
 }
 
@@ -166,7 +173,7 @@ async fn soak_in(pool: &Pool, schema: &Schema, p: SoakParams, progress: &Progres
             next += p.slice;
         }
         // Published is not yet settled: wait for the last settlements.
-        super::wait_until_settled(&client, &bq).await?;
+        wait_until_settled(&client, &bq).await?;
         let total = started.elapsed();
         drained.cancel();
         stop.cancel();

@@ -1,26 +1,18 @@
-//! `outbox bench`: drain scenarios measured on one backlog shape, each in a
-//! fresh schema, so every figure is comparable within one run.
+//! `bench drain` and `bench baseline`: drain scenarios measured on one
+//! backlog shape, each in a fresh schema, so every figure is comparable
+//! within one run; and the pieces every scenario shares (fresh schemas,
+//! preload, the settled check, the median).
 //!
 //! The reference algorithms run on a table shaped like the seed lab's
 //! (status updated in place); the relay runs on the real outbox schema
 //! through the real engine and the PostgreSQL publisher.
 
-mod latency;
-mod ordering;
-mod produce;
-mod progress;
-mod soak;
-pub use latency::{idle_queries_per_second, latency, Latency};
-pub use ordering::{drain_process, hot_table_bytes_per_message};
-pub use produce::{produce, ProduceMode, ProduceParams, ProduceResult};
-pub use progress::{Counting, Progress};
-pub use soak::{soak, Soak, SoakParams, SoakSlice};
-
-use crate::publishers::postgres::PostgresPublisher;
-use crate::{Error, Relay, RelayConfig, Result, Store};
+use crate::{BenchQueries, Counting, Progress};
 use deadpool_postgres::Pool;
-use outbox::sql::{BenchQueries, Queries};
+use outbox::sql::Queries;
 use outbox::Schema;
+use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,7 +31,7 @@ pub enum Algorithm {
     Relay,
     /// The `outbox relay` binary started as a process with its default
     /// settings, timed from launch to the last `sent_at`
-    /// ([`drain_process`]).
+    /// ([`crate::drain_process`]).
     RelayProcess,
 }
 
@@ -99,7 +91,7 @@ pub struct DrainSpec {
     /// Batch size of the relay and of the batch algorithms.
     pub batch_size: usize,
     /// The relay's ordering mode.
-    pub ordering: crate::relay::Ordering,
+    pub ordering: outbox_relay::relay::Ordering,
 }
 
 /// Drains a preloaded backlog of `messages` with `algorithm` in a fresh
@@ -137,7 +129,7 @@ pub async fn drain_spec(
 }
 
 /// Drops a bench schema.
-async fn drop_schema(pool: &Pool, schema: &Schema) -> Result<()> {
+pub(crate) async fn drop_schema(pool: &Pool, schema: &Schema) -> Result<()> {
     let client = pool.get().await?;
     client
         .batch_execute(&BenchQueries::new(schema).drop_schema)
@@ -147,7 +139,7 @@ async fn drop_schema(pool: &Pool, schema: &Schema) -> Result<()> {
 
 /// Migrates `schema` and preloads the backlog `algorithm` drains: the
 /// outbox table for the relay, the seed-shaped table for the references.
-async fn prepare(
+pub(crate) async fn prepare(
     pool: &Pool,
     schema: &Schema,
     algorithm: Algorithm,
@@ -184,7 +176,12 @@ async fn prepare(
 
 /// Checks that every message of the backlog was published exactly once
 /// and none is left unsettled.
-async fn check_drained(pool: &Pool, schema: &Schema, algorithm: Algorithm, n: i64) -> Result<()> {
+pub(crate) async fn check_drained(
+    pool: &Pool,
+    schema: &Schema,
+    algorithm: Algorithm,
+    n: i64,
+) -> Result<()> {
     let bq = BenchQueries::new(schema);
     let client = pool.get().await?;
     let published: i64 = client.query_one(&bq.published_distinct, &[]).await?.get(0);
@@ -287,7 +284,7 @@ async fn drain_in(
         }
         Algorithm::RelayProcess => {
             return Err(Error::Config(
-                "a relay process is drained with bench::drain_process".into(),
+                "a relay process is drained with outbox_bench::drain_process".into(),
             ))
         }
     }
@@ -331,7 +328,7 @@ pub(crate) async fn wait_until_settled_or(
 }
 
 /// A schema name no other bench run uses.
-fn fresh_schema() -> Result<Schema> {
+pub(crate) fn fresh_schema() -> Result<Schema> {
     Ok(Schema::new(&format!(
         "outbox_bench_{:08x}",
         rand::random::<u32>()
@@ -342,4 +339,24 @@ fn fresh_schema() -> Result<Schema> {
 pub fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
+}
+
+/// Peak resident memory of this process (an in-process relay runs in it),
+/// in bytes, from the kernel's high-water mark; `None` off Linux.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_median_is_the_upper_one_for_an_even_count() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 3.0);
+    }
 }
