@@ -280,3 +280,26 @@ fn an_interrupted_bench_removes_its_throwaway_postgres() {
     assert_eq!(child.wait().unwrap().code(), Some(130), "{rest:?}");
     assert!(!std::path::Path::new(&dir).exists(), "{dir} left behind");
 }
+
+/// `migrate --dry-run` names what `migrate` would apply and writes nothing.
+#[tokio::test]
+async fn migrate_dry_run_names_the_migrations_and_writes_nothing() {
+    let t = TestSchema::unmigrated("cli_migrate_dry").await;
+    let out = stdout(&outbox(t.name(), &["migrate", "--dry-run"]));
+    assert!(
+        out.starts_with(&format!("schema {}: would apply 0001_init,", t.name())),
+        "{out}"
+    );
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = '{}'",
+            t.name()
+        ))
+        .await,
+        0,
+        "nothing written"
+    );
+    stdout(&outbox(t.name(), &["migrate"]));
+    let out = stdout(&outbox(t.name(), &["migrate", "--dry-run"]));
+    assert!(out.contains("up to date"), "{out}");
+}

@@ -8,6 +8,9 @@ pub struct Args {
     /// Print the SQL instead of running it (for `psql -f` or a DBA's review).
     #[arg(long)]
     print: bool,
+    /// Say which migrations would be applied, and change nothing.
+    #[arg(long, conflicts_with = "print")]
+    dry_run: bool,
 }
 
 pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
@@ -20,6 +23,10 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     // What the script did is read off the records, before and after: it
     // runs as one statement and reports nothing itself.
     let before = store.recorded_migrations().await?.unwrap_or_default();
+    if args.dry_run {
+        println!("schema {schema}: {}", would_apply(&before));
+        return Ok(());
+    }
     {
         let client = pool.get().await?;
         outbox::migrate(&**client, &schema).await?;
@@ -61,9 +68,39 @@ fn describe(before: &[i32], after: &[i32]) -> String {
     }
 }
 
+/// `would apply 0006_…, 0007_…` for the migrations not recorded, or
+/// `up to date (migration 7)`.
+fn would_apply(recorded: &[i32]) -> String {
+    let missing: Vec<String> = MIGRATIONS
+        .iter()
+        .filter(|m| !recorded.contains(&m.version))
+        .map(|m| m.label())
+        .collect();
+    if missing.is_empty() {
+        format!("up to date (migration {})", latest_version())
+    } else {
+        format!("would apply {}", missing.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dry_run_names_what_is_not_recorded() {
+        let all: Vec<i32> = MIGRATIONS.iter().map(|m| m.version).collect();
+        assert_eq!(
+            would_apply(&all),
+            format!("up to date (migration {})", latest_version())
+        );
+        let first_two = &all[..2];
+        let rest: Vec<String> = MIGRATIONS[2..].iter().map(|m| m.label()).collect();
+        assert_eq!(
+            would_apply(first_two),
+            format!("would apply {}", rest.join(", "))
+        );
+    }
 
     #[test]
     fn names_what_was_recorded() {
