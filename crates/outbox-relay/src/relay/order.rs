@@ -14,11 +14,8 @@
 //! An aggregate without a gate has no live message below any claimable
 //! one, so a claim's rows of it, in id order, are a valid chain. The rules
 //! that keep this true, each tied to the statement it guards:
-//! 1. a claim's rows are registered here as live (`register`) as soon as
-//!    its statement returns, and its chains are admitted only once every
-//!    claim that started before it returned has registered too: a lower
-//!    message of one of its aggregates that it skipped (locked) was taken
-//!    by such a claim, or is known here already;
+//! 1. claims are serialized per relay (`Order::claim_turn`), and each
+//!    claim's chains are admitted here before the next claim starts;
 //! 2. a gate narrows (`hold`) before the settle statement that leaves a
 //!    message live (failed or released), and opens (`open`) only after the
 //!    settle that sent or killed the aggregate's whole chain committed;
@@ -96,9 +93,8 @@ pub(crate) struct Gates {
     /// do not claim and release them batch after batch (one busy
     /// aggregate). Bounded; forgetting one only costs a release.
     hot: HashSet<i64>,
-    /// Aggregates whose gate opened, with the open's number
-    /// ([`Self::opens`]): those opened since a claim was issued
-    /// ([`Self::claiming`]) reject its rows. The claim's snapshot predates that settle: it
+    /// Aggregates whose gate opened since the claim in progress was issued
+    /// ([`Self::claiming`]). The claim's snapshot predates that settle: it
     /// may have passed over rows of the aggregate that were in flight then
     /// (a batch of ours about to release them) or below its start (passed
     /// over by the filter), so its rows of it are not a chain from the
@@ -106,11 +102,7 @@ pub(crate) struct Gates {
     /// them at the next claim. This also keeps the order oracle of
     /// docs/design/ordering.md §4.5 true: message k+1 is only published by
     /// a claim that started after message k was settled.
-    opened: HashMap<i64, u64>,
-    /// Opens so far: a claim remembers the count when it is issued.
-    opens: u64,
-    /// The count when the last claim was issued ([`Self::admit`]).
-    last_claim: u64,
+    opened: HashSet<i64>,
 }
 
 /// Hot aggregates remembered.
@@ -146,31 +138,10 @@ impl Gates {
         out
     }
 
-    /// A claim is about to be issued: gates that open from now until its
-    /// rows are admitted reject them. Returns what to pass to
-    /// [`Self::admit_since`].
-    pub fn claiming(&mut self) -> u64 {
-        self.last_claim = self.opens;
-        self.opens
-    }
-
-    /// Opens recorded before `since` concern no claim still to be admitted.
-    pub fn forget_opens_before(&mut self, since: u64) {
-        self.opened.retain(|_, at| *at > since);
-    }
-
-    /// A claim's rows, `(id, key)`, are live and ours: a claim admitted
-    /// before them must not pass them.
-    pub fn register(&mut self, rows: &[(i64, i64)]) {
-        for &(id, key) in rows {
-            self.map.entry(key).or_default().known.insert(id);
-        }
-    }
-
-    /// [`Self::admit_since`] for the claim issued last.
-    #[cfg(test)]
-    pub fn admit(&mut self, rows: &[(i64, i64)]) -> Admitted {
-        self.admit_since(rows, self.last_claim)
+    /// A claim is about to be issued (under the claim turn): gates that
+    /// open from now until its rows are admitted reject them.
+    pub fn claiming(&mut self) {
+        self.opened.clear();
     }
 
     /// Admits a claim's rows, `(id, key)` in id order: per aggregate, its
@@ -179,8 +150,7 @@ impl Gates {
     /// not know of, e.g. replayed) and stops there. Admitted chains close
     /// their gate; rejected rows stay live (in flight until their release
     /// commits: a claim meanwhile skips them, locked), so they are known.
-    /// `since`: what [`Self::claiming`] returned when the claim was issued.
-    pub fn admit_since(&mut self, rows: &[(i64, i64)], since: u64) -> Admitted {
+    pub fn admit(&mut self, rows: &[(i64, i64)]) -> Admitted {
         let mut out = Admitted::default();
         let mut by_key: HashMap<i64, Vec<i64>> = HashMap::new();
         for &(id, key) in rows {
@@ -190,7 +160,7 @@ impl Gates {
             // The chain may run up to the first message known to be live
             // that the claim did not bring (waiting for its retry, or
             // locked): nothing of the aggregate may pass it.
-            let bound = if self.opened.get(&key).is_some_and(|at| *at > since) {
+            let bound = if self.opened.contains(&key) {
                 None
             } else {
                 match self.map.get(&key) {
@@ -251,8 +221,7 @@ impl Gates {
     /// if the aggregate is now free and the filter passed rows of it over.
     pub fn open(&mut self, key: i64, last: i64) -> Option<i64> {
         let e = self.map.get_mut(&key)?;
-        self.opens += 1;
-        self.opened.insert(key, self.opens);
+        self.opened.insert(key);
         e.in_flight = None;
         if !e.known.is_empty() {
             return None;
@@ -431,59 +400,6 @@ mod tests {
         assert_eq!(g.admit(&[(5, A)]).rejected, vec![5], "3 is the head");
         // Both live, both brought, in order: one chain.
         assert!(g.admit(&[(3, A), (5, A)]).rejected.is_empty());
-    }
-
-    /// Two claims at once: the first (issued first) skipped 4, locked by the
-    /// second, and brought 5; the second brought 4. Registered before either
-    /// is admitted, 4 holds 5 back whichever is admitted first.
-    #[test]
-    fn concurrent_claims_registered_before_admission_keep_order() {
-        for first_admitted_is_the_one_with_5 in [true, false] {
-            let mut g = Gates::default();
-            let one = g.claiming();
-            let two = g.claiming();
-            g.register(&[(5, A), (6, B)]);
-            g.register(&[(4, A)]);
-            let (with5, with4) = if first_admitted_is_the_one_with_5 {
-                let a = g.admit_since(&[(5, A), (6, B)], one);
-                (a, g.admit_since(&[(4, A)], two))
-            } else {
-                let b = g.admit_since(&[(4, A)], two);
-                (g.admit_since(&[(5, A), (6, B)], one), b)
-            };
-            assert_eq!(with5.rejected, vec![5]);
-            assert!(with4.rejected.is_empty());
-            assert!(matches!(
-                g.gate(A),
-                Some(Gate::Closed {
-                    last: 4,
-                    resume: Some(5),
-                    ..
-                })
-            ));
-            // 4 sent: the aggregate goes on from 5.
-            g.open(A, 4);
-            assert_eq!(g.gate(A), Some(Gate::From(5)));
-        }
-    }
-
-    /// An open counts against the claims issued before it only.
-    #[test]
-    fn an_open_rejects_only_claims_issued_before_it() {
-        let mut g = Gates::default();
-        g.admit(&[(1, A)]);
-        let before = g.claiming();
-        g.open(A, 1);
-        let after = g.claiming();
-        g.register(&[(2, A)]);
-        assert!(g.admit_since(&[(2, A)], after).rejected.is_empty());
-        g.open(A, 2);
-        g.register(&[(3, A)]);
-        assert_eq!(g.admit_since(&[(3, A)], before).rejected, vec![3]);
-        let now = g.claiming();
-        g.forget_opens_before(now);
-        g.register(&[(3, A)]);
-        assert!(g.admit_since(&[(3, A)], before).rejected.is_empty());
     }
 
     /// A gate that opens while a claim runs: the claim's snapshot predates
