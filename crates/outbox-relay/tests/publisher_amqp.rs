@@ -272,6 +272,48 @@ async fn unroutable_messages_are_permanent_and_the_rest_of_the_batch_goes_throug
     assert_eq!(ids, want);
 }
 
+/// RabbitMQ may confirm a run of publishes with one multiple ack, and lapin
+/// resolves those tags in no set order, handing each the next return it
+/// holds: a batch with many unroutable messages among routed ones is where a
+/// return lands on the wrong message. Each outcome must still be the
+/// message's own.
+#[tokio::test]
+async fn in_a_large_mixed_batch_each_unroutable_message_and_only_it_fails() {
+    let exchange = format!("outbox_t_{}", suffix());
+    let routed = format!("routed.{}", suffix());
+    let unroutable = format!("nowhere.{}", suffix());
+    let rounds = 5;
+    let size = 120;
+    let want_routed = rounds * (size - size / 3);
+    let reader = readback::amqp(&exchange, "routed.*", want_routed).await;
+    let p = publisher(&exchange, false);
+    let mut sent = Vec::new();
+    for _ in 0..rounds {
+        let mut batch = messages(size, &routed);
+        for m in batch.iter_mut().skip(1).step_by(3) {
+            m.topic = unroutable.clone();
+        }
+        let outcomes = p.publish(&batch).await;
+        for (m, o) in batch.iter().zip(&outcomes) {
+            if m.topic == unroutable {
+                let e = o.as_ref().expect_err("an unroutable message fails");
+                assert_eq!(e.class, ErrorClass::Permanent, "{e}");
+            } else {
+                assert!(o.is_ok(), "a routed message succeeds: {o:?}");
+                sent.push(m.event_id.to_string());
+            }
+        }
+    }
+    let got = reader.finish().await;
+    let mut ids: Vec<_> = got
+        .iter()
+        .map(|d| d["properties"]["message_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    sent.sort();
+    assert_eq!(ids, sent);
+}
+
 #[tokio::test]
 async fn broker_unreachable_is_retryable() {
     // Port 1: nothing listens there.

@@ -16,10 +16,12 @@ use crate::publishers::kit::outcome::all_failed;
 use crate::publishers::limits;
 use crate::{Message, Outcome, PublishError, Publisher, Result};
 use futures_util::future::join_all;
+use lapin::message::BasicReturnMessage;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::publisher_confirm::Confirmation;
 use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// AMQP 0-9-1 short strings (routing keys, property values, header names).
@@ -35,6 +37,13 @@ pub struct AmqpPublisher {
     cfg: AmqpConfig,
     // Boxed: a connection and a channel are large, and idle most of the time.
     link: Lazy<Box<Link>>,
+}
+
+/// A publisher confirm as it came back, with the return lapin attached to
+/// it (not necessarily this message's: see `settle_returns`).
+struct Confirmed {
+    acked: bool,
+    ret: Option<Box<BasicReturnMessage>>,
 }
 
 struct Link {
@@ -175,22 +184,13 @@ impl AmqpPublisher {
                 }
             }
         }
-        let exchange = &self.cfg.exchange;
         // Set when the channel can no longer be trusted for the next batch.
         let unusable = &AtomicBool::new(broken.is_some());
-        let waits = pending.into_iter().zip(batch).map(|(p, m)| async move {
+        let waits = pending.into_iter().map(|p| async move {
             let confirm = p?;
             match confirm.await {
-                Ok(Confirmation::Ack(None)) => Ok(()),
-                Ok(Confirmation::Ack(Some(ret)) | Confirmation::Nack(Some(ret))) => {
-                    Err(PublishError::permanent(format!(
-                        "unroutable: exchange {exchange:?} has no queue bound for routing key {:?} ({} {})",
-                        m.topic, ret.reply_code, ret.reply_text
-                    )))
-                }
-                Ok(Confirmation::Nack(None)) => Err(PublishError::retryable(
-                    "broker nacked the message (publisher confirm)",
-                )),
+                Ok(Confirmation::Ack(ret)) => Ok(Confirmed { acked: true, ret }),
+                Ok(Confirmation::Nack(ret)) => Ok(Confirmed { acked: false, ret }),
                 Ok(Confirmation::NotRequested) => {
                     unusable.store(true, Ordering::Relaxed);
                     Err(PublishError::retryable("channel is not in confirm mode"))
@@ -202,9 +202,9 @@ impl AmqpPublisher {
             }
         });
         match tokio::time::timeout(self.cfg.confirm_timeout, join_all(waits)).await {
-            Ok(outcomes) => {
+            Ok(confirmed) => {
                 let lost = unusable.load(Ordering::Relaxed) || !channel.status().connected();
-                (outcomes, lost)
+                (self.settle_returns(batch, confirmed), lost)
             }
             Err(_) => {
                 let e = PublishError::retryable(format!(
@@ -214,6 +214,48 @@ impl AmqpPublisher {
                 (all_failed(batch.len(), e), true)
             }
         }
+    }
+
+    /// Each message's outcome from the confirms of its batch. lapin hands a
+    /// returned (unroutable) message to whichever confirm resolves next, and
+    /// a multiple ack resolves its tags in no set order, so the return that
+    /// rides on a confirm may be another message's. Returns are matched back
+    /// by `message_id` (the event id) instead: a message is unroutable when a
+    /// return carries its id, whichever confirm brought it.
+    fn settle_returns(
+        &self,
+        batch: &[Message],
+        confirmed: Vec<Result<Confirmed, PublishError>>,
+    ) -> Vec<Outcome> {
+        let returned: HashMap<String, &BasicReturnMessage> = confirmed
+            .iter()
+            .filter_map(|c| c.as_ref().ok()?.ret.as_deref())
+            .filter_map(|r| {
+                let id = r.delivery.properties.message_id().as_ref()?;
+                Some((id.to_string(), r))
+            })
+            .collect();
+        let exchange = &self.cfg.exchange;
+        confirmed
+            .iter()
+            .zip(batch)
+            .map(|(c, m)| {
+                let c = c.as_ref().map_err(Clone::clone)?;
+                if let Some(ret) = returned.get(&m.event_id.to_string()) {
+                    return Err(PublishError::permanent(format!(
+                        "unroutable: exchange {exchange:?} has no queue bound for routing key {:?} ({} {})",
+                        m.topic, ret.reply_code, ret.reply_text
+                    )));
+                }
+                if c.acked {
+                    Ok(())
+                } else {
+                    Err(PublishError::retryable(
+                        "broker nacked the message (publisher confirm)",
+                    ))
+                }
+            })
+            .collect()
     }
 
     /// Whether `m`, with a body of `body_len` bytes, is one the broker
