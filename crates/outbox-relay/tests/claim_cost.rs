@@ -140,3 +140,40 @@ async fn claims_are_hot_updates() {
         "only {hot} of {updated} claim updates were HOT"
     );
 }
+
+/// The claim alone commits without waiting for the WAL flush: inside its
+/// transaction `synchronous_commit` is off, and on the same connection
+/// afterwards (where the pool hands out the settle next) it is back on, so
+/// a mark is acknowledged only once on disk (as the server is configured).
+#[tokio::test]
+async fn only_the_claim_skips_the_flush_wait() {
+    let t = TestSchema::new("relay_claim_async").await;
+    enqueue(&t, 3, "t").await;
+    let q = Queries::new(&t.schema);
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
+        [&10_i64, &"probe", &i64::MIN, &i64::MAX, &i64::MAX];
+    let mut client = t.pool.get().await.unwrap();
+    let show = "SELECT current_setting('synchronous_commit')";
+
+    let tx = client.transaction().await.unwrap();
+    assert_eq!(tx.query(&q.claim, &params).await.unwrap().len(), 3);
+    let inside: String = tx.query_one(show, &[]).await.unwrap().get(0);
+    tx.rollback().await.unwrap();
+    assert_eq!(inside, "off", "the claim's own transaction");
+
+    assert_eq!(client.query(&q.claim, &params).await.unwrap().len(), 3);
+    let after: String = client.query_one(show, &[]).await.unwrap().get(0);
+    let configured: String = client
+        .query_one(
+            "SELECT reset_val FROM pg_settings WHERE name = 'synchronous_commit'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        after, configured,
+        "the next statement on the connection runs as the server is configured"
+    );
+    assert_ne!(configured, "off", "this test needs a server that waits for the flush");
+}
