@@ -1,14 +1,18 @@
 //! The PostgreSQL-table publisher through the same conformance suite. Its
-//! sink, `published_events`, keeps only the columns the contract gives it
-//! (event_id, topic, payload, ...), so the suite checks those.
+//! sink, `published_events`, carries the whole envelope in columns of its
+//! own (the message's enqueue time as `enqueued_at`; `created_at` is the
+//! publish time), so the suite reads the envelope back from them. A sink
+//! table made by an older build is upgraded in place.
 #![cfg(feature = "publisher-postgres")]
 
 mod conformance;
 
-use conformance::{closed_port, unique, Harness, Received, Scope, Target};
+use conformance::{closed_port, message, unique, Harness, Received, Scope, Target};
 use outbox::sql::Queries;
+use outbox::Schema;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::publishers::{AnyPublisher, PublisherContext};
+use outbox_relay::{Envelope, Message, Publisher};
 use outbox_testkit::TestSchema;
 use std::sync::Arc;
 
@@ -22,6 +26,58 @@ impl PostgresHarness {
             db: TestSchema::new("conformance_pg").await,
         }
     }
+}
+
+/// One sink row, every column the publisher writes.
+struct SinkRow {
+    publisher: String,
+    /// The publish time.
+    created_at: chrono::DateTime<chrono::Utc>,
+    /// The envelope, when every one of its columns is filled (rows published
+    /// before the sink had them hold NULL there).
+    envelope: Option<Envelope>,
+    event_id: uuid::Uuid,
+    topic: String,
+    payload: serde_json::Value,
+    headers: serde_json::Value,
+}
+
+/// Every row of `schema`'s sink, oldest first, read as consumers do
+/// (`sink_read_after`).
+async fn sink_rows(client: &tokio_postgres::Client, schema: &Schema) -> Vec<SinkRow> {
+    let q = Queries::new(schema);
+    client
+        .query(q.sink_read_after.as_str(), &[&0_i64])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let headers: serde_json::Value = r.get(4);
+            let envelope = (|| {
+                Some(Envelope {
+                    event_id: r.get(1),
+                    message_id: r.get(5),
+                    event_type: r.get::<_, Option<String>>(6)?,
+                    event_version: r.get::<_, Option<i32>>(7)?,
+                    aggregate_type: r.get::<_, Option<String>>(8)?,
+                    aggregate_id: r.get::<_, Option<String>>(9)?,
+                    topic: r.get(2),
+                    headers: serde_json::from_value(headers.clone()).unwrap(),
+                    payload: r.get(3),
+                    created_at: r.get::<_, Option<_>>(10)?,
+                })
+            })();
+            SinkRow {
+                publisher: r.get(12),
+                created_at: r.get(11),
+                envelope,
+                event_id: r.get(1),
+                topic: r.get(2),
+                payload: r.get(3),
+                headers,
+            }
+        })
+        .collect()
 }
 
 impl Harness for PostgresHarness {
@@ -46,17 +102,14 @@ impl Harness for PostgresHarness {
 
     async fn read_back(&self, _: &Target<AnyPublisher>, topic: &str) -> Vec<Received> {
         let client = self.db.pool.get().await.unwrap();
-        let q = Queries::new(&self.db.schema);
-        client
-            .query(q.sink_read_after.as_str(), &[&0_i64])
+        sink_rows(&client, &self.db.schema)
             .await
-            .unwrap()
-            .iter()
-            .filter(|r| r.get::<_, &str>(2) == topic)
+            .into_iter()
+            .filter(|r| r.topic == topic)
             .map(|r| Received {
-                event_id: r.get(1),
-                payload: r.get(3),
-                envelope: None,
+                event_id: r.event_id,
+                payload: r.payload,
+                envelope: Some(r.envelope.expect("a row the relay wrote has every field")),
             })
             .collect()
     }
@@ -75,3 +128,181 @@ impl Harness for PostgresHarness {
 }
 
 conformance_suite!(PostgresHarness::new().await);
+
+/// A publisher writing to `t`'s schema in the test database through a URL,
+/// so it creates (or upgrades) its sink there as a sink database apart from
+/// the outbox would.
+async fn url_publisher(t: &TestSchema) -> PostgresPublisher {
+    let ctx = PublisherContext {
+        pool: t.pool.clone(),
+        schema: t.schema.clone(),
+        relay_id: "sink-test".into(),
+    };
+    PostgresPublisher::from_url(&outbox_testkit::database_url(), &ctx)
+        .await
+        .unwrap()
+}
+
+/// Publishes three messages and checks each arrived once with its whole
+/// envelope, the enqueue time in `enqueued_at` and the publish time in
+/// `created_at`.
+async fn publishes_full_rows(t: &TestSchema, p: &PostgresPublisher) {
+    let topic = unique("orders");
+    let batch: Vec<Message> = (0..3).map(|n| message(&topic, n)).collect();
+    let before = chrono::Utc::now();
+    assert!(p.publish(&batch).await.iter().all(|o| o.is_ok()));
+    let client = t.pool.get().await.unwrap();
+    let rows: Vec<SinkRow> = sink_rows(&client, &t.schema)
+        .await
+        .into_iter()
+        .filter(|r| r.topic == topic)
+        .collect();
+    assert_eq!(rows.len(), 3);
+    for m in &batch {
+        let r = rows.iter().find(|r| r.event_id == m.event_id).unwrap();
+        let e = r.envelope.as_ref().expect("every envelope column filled");
+        assert_eq!(e, &Envelope::from(m), "every envelope field intact");
+        assert_eq!(
+            e.created_at, m.created_at,
+            "enqueued_at is the enqueue time"
+        );
+        assert!(
+            r.created_at >= before - chrono::Duration::seconds(5),
+            "created_at is the publish time: {} for a message enqueued at {}",
+            r.created_at,
+            m.created_at
+        );
+        assert_eq!(r.publisher, "sink-test");
+    }
+}
+
+/// The sink's columns, in order, with their types and nullability.
+async fn sink_columns(t: &TestSchema) -> Vec<(String, String, String)> {
+    let client = t.pool.get().await.unwrap();
+    client
+        .query(
+            "SELECT column_name::text, data_type::text, is_nullable::text \
+               FROM information_schema.columns \
+              WHERE table_schema = $1 AND table_name = 'published_events' \
+              ORDER BY column_name",
+            &[&t.name()],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+#[tokio::test]
+async fn an_old_sink_table_is_upgraded_and_then_receives_full_rows() {
+    let t = TestSchema::unmigrated("pg_sink_old").await;
+    // The sink as the first builds made it: the seed's columns and event_id,
+    // no headers, no envelope; one row already published.
+    t.exec(
+        "CREATE SCHEMA {schema}; \
+         CREATE TABLE {schema}.published_events ( \
+           id BIGSERIAL PRIMARY KEY, message_id BIGINT NOT NULL, event_id UUID NOT NULL, \
+           topic TEXT NOT NULL, payload JSONB NOT NULL, publisher TEXT NOT NULL, \
+           created_at TIMESTAMPTZ NOT NULL DEFAULT now()); \
+         INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
+           VALUES (1, gen_random_uuid(), 'old', '{\"n\": 0}', 'old-relay');",
+    )
+    .await;
+    let p = url_publisher(&t).await;
+    // The old row kept, its envelope columns empty, its headers '{}'.
+    let client = t.pool.get().await.unwrap();
+    let old = sink_rows(&client, &t.schema).await;
+    assert_eq!(old.len(), 1);
+    assert!(old[0].envelope.is_none());
+    assert_eq!(old[0].headers, serde_json::json!({}));
+    assert_eq!(old[0].publisher, "old-relay");
+    publishes_full_rows(&t, &p).await;
+    // Upgrading again changes nothing.
+    let columns = sink_columns(&t).await;
+    p.ensure_sink().await.unwrap();
+    assert_eq!(sink_columns(&t).await, columns);
+}
+
+#[tokio::test]
+async fn a_fresh_sink_table_gets_every_field_and_the_outbox_schema_shape() {
+    let t = TestSchema::unmigrated("pg_sink_fresh").await;
+    let p = url_publisher(&t).await;
+    publishes_full_rows(&t, &p).await;
+    // The same columns as the sink the migrations make in an outbox schema.
+    let migrated = TestSchema::new("pg_sink_migrated").await;
+    assert_eq!(sink_columns(&t).await, sink_columns(&migrated).await);
+    let names: Vec<String> = sink_columns(&t).await.into_iter().map(|c| c.0).collect();
+    for column in [
+        "event_id",
+        "message_id",
+        "event_type",
+        "event_version",
+        "aggregate_type",
+        "aggregate_id",
+        "topic",
+        "headers",
+        "payload",
+        "enqueued_at",
+        "created_at",
+        "publisher",
+    ] {
+        assert!(names.iter().any(|n| n == column), "{column}: {names:?}");
+    }
+}
+
+/// The default publisher (the outbox database) writes through the columns
+/// migration 8 added, when a relay publishes messages the library enqueued.
+#[tokio::test]
+async fn the_relay_fills_every_field_in_the_outbox_schema() {
+    let t = TestSchema::new("pg_sink_relay").await;
+    let client = t.pool.get().await.unwrap();
+    let msg = outbox::NewMessage::new("order.created", "order", "42", &serde_json::json!({"n": 1}))
+        .unwrap()
+        .topic("orders")
+        .header("tenant", "acme");
+    outbox::Outbox::with_schema(t.schema.clone())
+        .enqueue(&**client, &msg)
+        .await
+        .unwrap();
+    let relay = outbox_relay::Relay::new(
+        outbox_relay::Store::new(t.pool.clone(), t.schema.clone()),
+        PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "relay"),
+        Default::default(),
+    )
+    .unwrap();
+    assert_eq!(relay.run_once().await.unwrap().marked_sent, 1);
+    let rows = sink_rows(&client, &t.schema).await;
+    assert_eq!(rows.len(), 1);
+    let e = rows[0]
+        .envelope
+        .as_ref()
+        .expect("every envelope column filled");
+    let enqueued: chrono::DateTime<chrono::Utc> = client
+        .query_one(
+            &format!("SELECT created_at FROM {}.messages_sent", t.schema.quoted()),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        (
+            e.event_type.as_str(),
+            e.event_version,
+            e.aggregate_type.as_str(),
+            e.aggregate_id.as_str(),
+            e.topic.as_str()
+        ),
+        ("order.created", 1, "order", "42", "orders")
+    );
+    assert_eq!(e.headers.get("tenant").map(String::as_str), Some("acme"));
+    assert_eq!(
+        e.created_at, enqueued,
+        "enqueued_at is the message's created_at"
+    );
+    assert!(
+        rows[0].created_at >= enqueued,
+        "created_at is the publish time"
+    );
+}

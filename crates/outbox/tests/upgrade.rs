@@ -147,3 +147,39 @@ async fn a_version_5_schema_with_bad_headers_upgrades_and_dead_letters_them_alon
     // Migrating again changes nothing.
     outbox::migrate(&**client, &t.schema).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_version_7_sink_gains_the_envelope_columns_and_keeps_its_rows() {
+    let t = TestSchema::unmigrated("upgrade_v7_sink").await;
+    // What a build that knew migrations 1 to 7 left behind, with one row
+    // already published to the sink.
+    let mut script = String::from(
+        "CREATE SCHEMA {schema}; \
+         CREATE TABLE {schema}.schema_migrations (version INT PRIMARY KEY, name TEXT NOT NULL, \
+           applied_at TIMESTAMPTZ NOT NULL DEFAULT now());",
+    );
+    for m in MIGRATIONS.iter().filter(|m| m.version <= 7) {
+        script.push_str(&format!(
+            "DO $m$ BEGIN {} END $m$; \
+             INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ({}, '{}');",
+            m.sql, m.version, m.name
+        ));
+    }
+    script.push_str(
+        "INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
+           VALUES (1, gen_random_uuid(), 'orders', '{}', 'old-relay');",
+    );
+    t.exec(&script).await;
+    let client = t.pool.get().await.unwrap();
+    outbox::migrate(&**client, &t.schema).await.unwrap();
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM {schema}.published_events \
+              WHERE publisher = 'old-relay' AND headers = '{}' AND event_type IS NULL \
+                AND event_version IS NULL AND aggregate_type IS NULL \
+                AND aggregate_id IS NULL AND enqueued_at IS NULL"
+        )
+        .await,
+        1
+    );
+}

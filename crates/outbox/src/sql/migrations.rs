@@ -57,6 +57,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "aggregate_order",
         sql: include_str!("migrations/0007_aggregate_order.sql"),
     },
+    Migration {
+        version: 8,
+        name: "sink_envelope",
+        sql: include_str!("migrations/0008_sink_envelope.sql"),
+    },
 ];
 
 impl Migration {

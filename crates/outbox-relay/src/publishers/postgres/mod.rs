@@ -1,8 +1,15 @@
 //! `postgres`: writes each message to `<schema>.published_events`, in the
 //! outbox database or (with a `postgres://` URL) in another one.
 //!
-//! Each row keeps the message's headers (`headers` column), so a consumer
-//! reading the sink sees the producer's trace context.
+//! Each row carries the whole envelope, as every broker publisher does:
+//! `event_id`, `message_id`, `event_type`, `event_version`,
+//! `aggregate_type`, `aggregate_id`, `topic`, `headers` (so a consumer sees
+//! the producer's trace context), `payload`, and `enqueued_at`, the time the
+//! producer's transaction wrote the message (the envelope's `created_at`).
+//! The row's own `created_at` is the publish time. A sink table made by an
+//! older build gains the missing columns when the publisher creates its sink
+//! ([`PostgresPublisher::ensure_sink`]) or, in the outbox schema, through
+//! migration 8.
 //!
 //! The insert is its own transaction, never the claim's: publishing happens
 //! outside any outbox transaction, exactly as with a real broker.
@@ -59,7 +66,8 @@ impl PostgresPublisher {
         Ok(me)
     }
 
-    /// Creates the sink table if it does not exist.
+    /// Creates the sink table if it does not exist, and adds the envelope
+    /// columns a table made by an older build lacks.
     pub async fn ensure_sink(&self) -> Result<()> {
         let client = self.pool.get().await?;
         client.batch_execute(&self.q.sink_create).await?;
@@ -75,6 +83,13 @@ impl PostgresPublisher {
         // Headers as a JSON object, as producers wrote them (trace context, ...).
         let headers: Vec<serde_json::Value> =
             batch.iter().map(|m| serde_json::json!(m.headers)).collect();
+        let event_types: Vec<&str> = batch.iter().map(|m| m.event_type.as_str()).collect();
+        let event_versions: Vec<i32> = batch.iter().map(|m| m.event_version).collect();
+        let aggregate_types: Vec<&str> = batch.iter().map(|m| m.aggregate_type.as_str()).collect();
+        let aggregate_ids: Vec<&str> = batch.iter().map(|m| m.aggregate_id.as_str()).collect();
+        // The message's enqueue time; the row's created_at is the publish time.
+        let enqueued_at: Vec<chrono::DateTime<chrono::Utc>> =
+            batch.iter().map(|m| m.created_at).collect();
         let stmt = client
             .prepare_cached(&self.q.sink_insert)
             .await
@@ -89,6 +104,11 @@ impl PostgresPublisher {
                     &payloads,
                     &self.publisher,
                     &headers,
+                    &event_types,
+                    &event_versions,
+                    &aggregate_types,
+                    &aggregate_ids,
+                    &enqueued_at,
                 ],
             )
             .await
