@@ -132,6 +132,25 @@ fn tour_without_database_url_runs_on_a_throwaway_postgres() {
     assert!(!std::path::Path::new(dir).exists(), "{dir} removed on exit");
 }
 
+/// README "Install": `outbox --version` prints what the README shows.
+#[test]
+fn version_is_what_the_readme_shows() {
+    let o = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    let printed = stdout(&o);
+    assert_eq!(printed, format!("outbox {}\n", env!("CARGO_PKG_VERSION")));
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let shown = readme
+        .lines()
+        .find(|l| l.starts_with("outbox --version"))
+        .and_then(|l| l.split("# ").nth(1))
+        .expect("the README shows `outbox --version` and what it prints");
+    assert_eq!(shown.trim(), printed.trim());
+}
+
 #[tokio::test]
 async fn relay_once_publishes_a_plain_sql_insert_and_never_a_rolled_back_one() {
     let t = TestSchema::unmigrated("cli_relay_once").await;
@@ -298,6 +317,25 @@ async fn migrate_dry_run_names_the_migrations_and_writes_nothing() {
         .await,
         0,
         "nothing written"
+    );
+    // README "Run the relay": `--print` shows the SQL, and writes nothing either.
+    let sql = stdout(&outbox(t.name(), &["migrate", "--print"]));
+    assert!(
+        sql.starts_with("BEGIN;\n") && sql.ends_with("COMMIT;\n"),
+        "{sql}"
+    );
+    assert!(
+        sql.contains("CREATE TABLE") && sql.contains(t.name()),
+        "{sql}"
+    );
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM pg_namespace WHERE nspname = '{}'",
+            t.name()
+        ))
+        .await,
+        0,
+        "--print wrote nothing"
     );
     stdout(&outbox(t.name(), &["migrate"]));
     let out = stdout(&outbox(t.name(), &["migrate", "--dry-run"]));
