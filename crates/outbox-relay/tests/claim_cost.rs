@@ -175,8 +175,5 @@ async fn only_the_claim_skips_the_flush_wait() {
         after, configured,
         "the next statement on the connection runs as the server is configured"
     );
-    assert_ne!(
-        configured, "off",
-        "this test needs a server that waits for the flush"
-    );
+    assert_ne!(configured, "off", "this test needs a server that waits for the flush");
 }
