@@ -42,16 +42,6 @@ pub struct Queries {
     /// Window functions cannot share a SELECT with `FOR UPDATE`: rows are
     /// locked in `c`, budgeted in `b`, and only the budgeted ones updated;
     /// the rest are unlocked at commit, unchanged.
-    ///
-    /// The claim commits without waiting for its WAL to reach disk
-    /// (`synchronous_commit` off for this statement alone): a claim holds
-    /// nothing that must survive a PostgreSQL crash. One undone by a crash
-    /// leaves its rows pending (or failed and due), so they are published
-    /// again, a duplicate from a crash while the batch was in flight, never a
-    /// loss; the relay's settle then matches none of them (its lease is
-    /// gone) and settles nothing. Settles, enqueues and registrations keep
-    /// waiting for the flush. Under ordering claims take turns, so a flush
-    /// wait here would be paid once per claim by every pipeline.
     pub claim: String,
     /// The claim with ordering per aggregate on: the parameters of
     /// [`Self::claim`], then `$6 int8` the relay's token. Claims nothing
@@ -190,8 +180,7 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
                     OVER (ORDER BY id) AS running \
              FROM c), \
          b AS (SELECT id, size FROM w WHERE n = 1 OR running <= $4::int8), \
-         s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap, \
-                                   set_config('synchronous_commit', 'off', true)) \
+         s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap) \
          UPDATE {{schema}}.messages m \
             SET status = 'processing', attempts = m.attempts + 1, \
                 locked_by = $2, locked_at = now() \
