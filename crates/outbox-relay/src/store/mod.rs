@@ -2,7 +2,6 @@
 //! text itself lives in [`outbox::sql::Queries`]; this module binds
 //! parameters and decodes rows. The relay loop holds no SQL.
 
-use crate::relay::ClaimSnapshot;
 use crate::{Error, Message, Result};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -62,7 +61,7 @@ pub struct ClaimParams<'a> {
     pub limit: i64,
     /// Written to `locked_by`.
     pub relay_id: &'a str,
-    /// Lowest id to read (see [`crate::relay::ClaimCursor`]);
+    /// Lowest id to read (see the relay's `ClaimCursor`);
     /// `i64::MIN` reads all.
     pub from_id: i64,
     /// The batch stops growing once its payloads pass this many bytes; it
@@ -109,6 +108,16 @@ pub struct Reaped {
     pub next_run_at: DateTime<Utc>,
     /// Its aggregate's key.
     pub key: i64,
+}
+
+/// The snapshot a claim ran under (`pg_current_snapshot()`), as 64-bit
+/// transaction ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimSnapshot {
+    /// Oldest transaction still running.
+    pub xmin: i64,
+    /// First transaction id not yet assigned.
+    pub xmax: i64,
 }
 
 /// A claimed batch: messages in id order and the lease they share.
