@@ -2,7 +2,8 @@
 //! least once.
 //!
 //! # Layout
-//! - [`store`]: every database call (the SQL text is in `outbox::sql`).
+//! - [`store`]: every database call of the engine, one function per
+//!   statement; the SQL text is in `store/sql/`, private to this crate.
 //! - [`relay`]: the loop — claim (leased, `FOR UPDATE SKIP LOCKED`), publish
 //!   outside any transaction, settle in one statement guarded by the lease.
 //! - [`publisher`]: the [`Publisher`] trait and its typed errors.

@@ -3,7 +3,7 @@
 
 mod support;
 
-use outbox::sql::Queries;
+use outbox_relay::store::statement_for_tests;
 use outbox_relay::{RelayConfig, Store};
 use outbox_testkit::TestSchema;
 use std::time::Duration;
@@ -17,8 +17,8 @@ use support::{enqueue_n as enqueue, sink_relay as relay};
 async fn claim_cost_does_not_grow_with_settled_rows_ahead() {
     let t = TestSchema::new("relay_claim_cost").await;
     let claim_buffers = |t: &TestSchema| {
-        let sql = Queries::new(&t.schema)
-            .claim
+        let sql = statement_for_tests(&t.schema, "claim")
+            .unwrap()
             .replace("$1", "500")
             .replace("$2", "'probe'")
             .replace("$3", &i64::MIN.to_string())
@@ -149,19 +149,19 @@ async fn claims_are_hot_updates() {
 async fn only_the_claim_skips_the_flush_wait() {
     let t = TestSchema::new("relay_claim_async").await;
     enqueue(&t, 3, "t").await;
-    let q = Queries::new(&t.schema);
+    let claim = statement_for_tests(&t.schema, "claim").unwrap();
     let params: [&(dyn tokio_postgres::types::ToSql + Sync); 5] =
         [&10_i64, &"probe", &i64::MIN, &i64::MAX, &i64::MAX];
     let mut client = t.pool.get().await.unwrap();
     let show = "SELECT current_setting('synchronous_commit')";
 
     let tx = client.transaction().await.unwrap();
-    assert_eq!(tx.query(&q.claim, &params).await.unwrap().len(), 3);
+    assert_eq!(tx.query(&claim, &params).await.unwrap().len(), 3);
     let inside: String = tx.query_one(show, &[]).await.unwrap().get(0);
     tx.rollback().await.unwrap();
     assert_eq!(inside, "off", "the claim's own transaction");
 
-    assert_eq!(client.query(&q.claim, &params).await.unwrap().len(), 3);
+    assert_eq!(client.query(&claim, &params).await.unwrap().len(), 3);
     let after: String = client.query_one(show, &[]).await.unwrap().get(0);
     let configured: String = client
         .query_one(
@@ -175,5 +175,8 @@ async fn only_the_claim_skips_the_flush_wait() {
         after, configured,
         "the next statement on the connection runs as the server is configured"
     );
-    assert_ne!(configured, "off", "this test needs a server that waits for the flush");
+    assert_ne!(
+        configured, "off",
+        "this test needs a server that waits for the flush"
+    );
 }

@@ -3,7 +3,7 @@
 
 mod support;
 
-use outbox::{sql::Queries, Delivery, Inbox};
+use outbox::{Delivery, Inbox};
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::relay::Ordering;
 use outbox_relay::{Clock, Relay, RelayConfig, RetryPolicy, Store};
@@ -274,11 +274,10 @@ async fn permanent_sink_errors_go_dead_and_do_not_stop_the_rest() {
 async fn an_unreachable_sink_releases_claims_without_spending_attempts() {
     let t = TestSchema::new("relay_unreachable").await;
     enqueue(&t, 2, "t").await;
-    let queries = Arc::new(Queries::new(&t.schema));
     let nowhere = outbox_relay::pool("postgres://postgres@127.0.0.1:1/none", 1).unwrap();
     let r = Relay::new(
         Store::new(t.pool.clone(), t.schema.clone()),
-        PostgresPublisher::new(nowhere, queries, "r"),
+        PostgresPublisher::new(nowhere, &t.schema, "r"),
         RelayConfig::default(),
     )
     .unwrap();

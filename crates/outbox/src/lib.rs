@@ -23,8 +23,9 @@
 //! - [`Outbox`]: `enqueue` / `enqueue_many` on the caller's connection or
 //!   transaction; `migrate`.
 //! - [`Inbox`]: consumer-side deduplication by `event_id`.
-//! - [`sql`]: every SQL statement of the library and the relay, and the
-//!   migrations (the benchmarks' own are in the `outbox-bench` crate).
+//! - [`sql`]: the migrations, the roles' grants, and `render`; the
+//!   library's own statements (enqueue, inbox) are private. The relay's
+//!   claim/settle machinery is in the `outbox-relay` crate.
 //! - [`Schema`]: the validated schema name, the only identifier spliced into SQL.
 //! - Trace context: [`NewMessage::trace_context`] (and, with the
 //!   `opentelemetry` feature, `NewMessage::current_trace_context`) put the

@@ -1,11 +1,11 @@
 //! Every database call of the relay, one function per statement. The SQL
-//! text itself lives in [`outbox::sql::Queries`]; this module binds
+//! text itself lives in `sql` (private to this crate); this module binds
 //! parameters and decodes rows. The relay loop holds no SQL.
 
 use crate::{Error, Message, Result};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
-use outbox::sql::{Queries, SchemaVersion};
+use outbox::sql::SchemaVersion;
 use outbox::Schema;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -17,12 +17,15 @@ use tokio_postgres::Row;
 mod archive;
 mod dead;
 mod order;
+mod sql;
 mod stats;
 
 pub use archive::{ArchiveBatch, ArchiveBatchParams};
 pub use dead::{DeadListParams, DeadMessage, ReplayParams};
 pub use order::{BucketSet, Heartbeat, BUCKETS};
 pub use stats::{Backlog, TopicCounts};
+
+use sql::Queries;
 
 /// The relay's handle on the outbox tables of one schema.
 #[derive(Clone)]
@@ -75,7 +78,7 @@ pub struct ClaimParams<'a> {
     pub ordered: Option<OrderFilter<'a>>,
 }
 
-/// The ordering part of a claim (see [`outbox::sql::Queries::claim_ordered`]).
+/// The ordering part of a claim (see the `claim_ordered` statement).
 #[derive(Debug, Clone)]
 pub struct OrderFilter<'a> {
     /// The relay's registration token.
@@ -212,9 +215,9 @@ impl Store {
         &self.schema
     }
 
-    /// The statements of this schema.
-    pub fn queries(&self) -> &Queries {
-        &self.q
+    /// The `LISTEN` statement on the channel the insert trigger notifies.
+    pub(crate) fn listen_statement(&self) -> &str {
+        &self.q.listen
     }
 
     /// The connection pool.
@@ -426,6 +429,20 @@ impl Store {
         let row = client.query_opt(&self.q.oldest_pending_age, &[]).await?;
         Ok(row.map(|r| age_seconds(r.get(0))))
     }
+}
+
+/// The text of statement `name` for `schema` (`claim`, `stats.backlog`,
+/// `stats.oldest_pending_age`): a hook for this crate's tests of query
+/// plans and settings, not an API.
+#[doc(hidden)]
+pub fn statement_for_tests(schema: &Schema, name: &str) -> Option<String> {
+    let q = Queries::new(schema);
+    Some(match name {
+        "claim" => q.claim,
+        "stats.backlog" => q.stats.backlog,
+        "stats.oldest_pending_age" => q.stats.oldest_pending_age,
+        _ => return None,
+    })
 }
 
 /// A claimed row, and why it cannot be published if it cannot; `None` if

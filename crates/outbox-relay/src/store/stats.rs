@@ -35,7 +35,7 @@ impl Backlog {
 pub type TopicCounts = BTreeMap<String, i64>;
 
 impl Store {
-    /// The hot table's counts by status (cheap: see [`outbox::sql::StatsQueries::backlog`]).
+    /// The hot table's counts by status (cheap: see the `backlog` statement).
     pub async fn count_backlog(&self) -> Result<Backlog> {
         let client = self.pool.get().await?;
         let stmt = client.prepare_cached(&self.q.stats.backlog).await?;
