@@ -246,7 +246,7 @@ impl Store {
     pub async fn recorded_migrations(&self) -> Result<Option<Vec<i32>>> {
         let client = self.client().await?;
         let row = client.query_one(&self.q.is_migrated, &[]).await?;
-        let (tables, recorded): (bool, bool) = (row.get(0), row.get(1));
+        let (tables, recorded): (bool, bool) = (row.get("has_tables"), row.get("has_migrations"));
         if !tables {
             return Ok(None);
         }
@@ -254,7 +254,7 @@ impl Store {
             return Ok(Some(Vec::new()));
         }
         let rows = client.query(&self.q.recorded_migrations, &[]).await?;
-        Ok(Some(rows.iter().map(|r| r.get(0)).collect()))
+        Ok(Some(rows.iter().map(|r| r.get("version")).collect()))
     }
 
     /// Claims up to `limit` due messages in one statement.
@@ -295,17 +295,19 @@ impl Store {
             }
         };
         let keys = if p.ordered.is_some() {
-            rows.iter().map(|r| (r.get(0), r.get(15))).collect()
+            rows.iter()
+                .map(|r| (r.get("id"), r.get("aggregate_key")))
+                .collect()
         } else {
             Default::default()
         };
         let lease = rows.first().map(|r| Lease {
             relay_id: p.relay_id.to_owned(),
-            locked_at: r.get(11),
+            locked_at: r.get("locked_at"),
         });
         let snapshot = rows.first().map(|r| ClaimSnapshot {
-            xmin: r.get(12),
-            xmax: r.get(13),
+            xmin: r.get("snapshot_xmin"),
+            xmax: r.get("snapshot_xmax"),
         });
         let (mut messages, mut too_large) = (Vec::with_capacity(rows.len()), Vec::new());
         let mut refused = Vec::new();
@@ -317,7 +319,7 @@ impl Store {
                     }
                     messages.push(m);
                 }
-                None => too_large.push((r.get(0), r.get(14))),
+                None => too_large.push((r.get("id"), r.get("payload_bytes"))),
             }
         }
         // UPDATE ... RETURNING does not keep the CTE's order.
@@ -363,12 +365,12 @@ impl Store {
                 ],
             )
             .await?;
-        let count = |i| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+        let count = |name| u64::try_from(row.get::<_, i64>(name)).unwrap_or(0);
         Ok(Settled {
-            sent: count(0),
-            failed: count(1),
-            dead: count(2),
-            released: count(3),
+            sent: count("sent"),
+            failed: count("failed"),
+            dead: count("dead"),
+            released: count("released"),
         })
     }
 
@@ -382,7 +384,7 @@ impl Store {
             .await?;
         Ok(rows.first().map(|r| Lease {
             relay_id: lease.relay_id.clone(),
-            locked_at: r.get(0),
+            locked_at: r.get("locked_at"),
         }))
     }
 
@@ -401,10 +403,10 @@ impl Store {
         Ok(rows
             .iter()
             .map(|r| Reaped {
-                id: r.get(0),
-                dead: r.get(1),
-                next_run_at: r.get(2),
-                key: r.get(3),
+                id: r.get("id"),
+                dead: r.get("dead"),
+                next_run_at: r.get("next_run_at"),
+                key: r.get("aggregate_key"),
             })
             .collect())
     }
@@ -418,7 +420,7 @@ impl Store {
             .map(|s| (s.to_string(), 0))
             .collect();
         for r in rows {
-            *counts.entry(r.get(0)).or_default() += r.get::<_, i64>(1);
+            *counts.entry(r.get("status")).or_default() += r.get::<_, i64>("count");
         }
         Ok(counts)
     }
@@ -427,7 +429,7 @@ impl Store {
     pub async fn oldest_pending_age(&self) -> Result<Option<Duration>> {
         let client = self.client().await?;
         let row = client.query_opt(&self.q.oldest_pending_age, &[]).await?;
-        Ok(row.map(|r| age_seconds(r.get(0))))
+        Ok(row.map(|r| age_seconds(r.get("age_seconds"))))
     }
 }
 
@@ -448,23 +450,23 @@ pub fn statement_for_tests(schema: &Schema, name: &str) -> Option<String> {
 /// A claimed row, and why it cannot be published if it cannot; `None` if
 /// its payload was too large to load.
 fn message_from_row(r: &Row) -> Option<(Message, Option<String>)> {
-    let payload: Option<serde_json::Value> = r.get(7);
-    let (headers, problem) = match crate::message::decode_headers(r.get(8)) {
+    let payload: Option<serde_json::Value> = r.get("payload");
+    let (headers, problem) = match crate::message::decode_headers(r.get("headers")) {
         Ok(h) => (h, None),
         Err(reason) => (BTreeMap::new(), Some(reason)),
     };
     let m = Message {
-        id: r.get(0),
-        event_id: r.get(1),
-        event_type: r.get(2),
-        event_version: r.get(3),
-        aggregate_type: r.get(4),
-        aggregate_id: r.get(5),
-        topic: r.get(6),
+        id: r.get("id"),
+        event_id: r.get("event_id"),
+        event_type: r.get("event_type"),
+        event_version: r.get("event_version"),
+        aggregate_type: r.get("aggregate_type"),
+        aggregate_id: r.get("aggregate_id"),
+        topic: r.get("topic"),
         payload: payload?,
         headers,
-        attempts: r.get(9),
-        created_at: r.get(10),
+        attempts: r.get("attempts"),
+        created_at: r.get("created_at"),
     };
     Some((m, problem))
 }

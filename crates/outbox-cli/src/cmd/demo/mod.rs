@@ -97,16 +97,16 @@ impl Demo {
         let row = client.query_one(&self.q.counts, &[]).await?;
         println!(
             "orders={} outbox_messages={} published_events={}",
-            row.get::<_, i64>(0),
-            row.get::<_, i64>(1),
-            row.get::<_, i64>(2)
+            row.get::<_, i64>("orders"),
+            row.get::<_, i64>("messages"),
+            row.get::<_, i64>("published")
         );
         Ok(())
     }
 
     async fn crash_window(&self) -> anyhow::Result<()> {
         let client = self.pool.get().await?;
-        let unsettled: i64 = client.query_one(&self.q.unsettled, &[]).await?.get(0);
+        let unsettled: i64 = client.query_one(&self.q.unsettled, &[]).await?.get("count");
         if unsettled > 0 {
             bail!(
                 "crash-window needs no other unsent messages in schema {}, found {unsettled}: run `outbox demo relay` first",
@@ -161,7 +161,7 @@ impl Demo {
         let order_id: i64 = tx
             .query_one(&self.q.insert_order, &[&order_no, &amount_cents])
             .await?
-            .get(0);
+            .get("id");
         let payload = serde_json::json!({
             "event_id": format!("order-{order_id}-created"),
             "order_id": order_id,
@@ -215,7 +215,8 @@ impl Demo {
     async fn tour(&self) -> anyhow::Result<()> {
         let client = self.pool.get().await?;
         let row = client.query_one(&self.q.counts, &[]).await?;
-        let (orders, messages, published): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        let (orders, messages, published): (i64, i64, i64) =
+            (row.get("orders"), row.get("messages"), row.get("published"));
         if orders + messages + published > 0 {
             bail!(
                 "schema {} already holds demo data; the tour needs a fresh schema: pass --schema <new name> or use a fresh database",

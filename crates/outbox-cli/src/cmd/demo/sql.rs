@@ -31,10 +31,12 @@ impl DemoQueries {
                    created_at TIMESTAMPTZ NOT NULL DEFAULT now())"),
             insert_order: r("INSERT INTO {schema}.demo_orders (order_no, amount_cents) \
                  VALUES ($1, $2) RETURNING id"),
-            counts: r("SELECT (SELECT count(*) FROM {schema}.demo_orders), \
-                        (SELECT count(*) FROM {schema}.all_messages), \
-                        (SELECT count(*) FROM {schema}.published_events)"),
-            unsettled: r("SELECT count(*) FROM {schema}.messages \
+            counts: r(
+                "SELECT (SELECT count(*) FROM {schema}.demo_orders) AS orders, \
+                        (SELECT count(*) FROM {schema}.all_messages) AS messages, \
+                        (SELECT count(*) FROM {schema}.published_events) AS published",
+            ),
+            unsettled: r("SELECT count(*) AS count FROM {schema}.messages \
                   WHERE status IN ('pending', 'failed', 'processing')"),
             confirm_order: r("UPDATE {schema}.demo_orders SET status = 'confirmed' WHERE id = $1"),
         }

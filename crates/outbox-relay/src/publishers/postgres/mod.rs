@@ -202,19 +202,19 @@ pub async fn published_after(
     Ok(rows
         .iter()
         .map(|r| PublishedEvent {
-            id: r.get(0),
-            event_id: r.get(1),
-            topic: r.get(2),
-            payload: r.get(3),
-            headers: r.get(4),
-            message_id: r.get(5),
-            event_type: r.get(6),
-            event_version: r.get(7),
-            aggregate_type: r.get(8),
-            aggregate_id: r.get(9),
-            enqueued_at: r.get(10),
-            created_at: r.get(11),
-            publisher: r.get(12),
+            id: r.get("id"),
+            event_id: r.get("event_id"),
+            topic: r.get("topic"),
+            payload: r.get("payload"),
+            headers: r.get("headers"),
+            message_id: r.get("message_id"),
+            event_type: r.get("event_type"),
+            event_version: r.get("event_version"),
+            aggregate_type: r.get("aggregate_type"),
+            aggregate_id: r.get("aggregate_id"),
+            enqueued_at: r.get("enqueued_at"),
+            created_at: r.get("created_at"),
+            publisher: r.get("publisher"),
         })
         .collect())
 }
@@ -228,7 +228,7 @@ pub async fn published_count(
     let row = client
         .query_one(&SinkQueries::new(schema).count_for_message, &[&message_id])
         .await?;
-    Ok(row.get(0))
+    Ok(row.get("count"))
 }
 
 fn pool_error(e: deadpool_postgres::PoolError) -> PublishError {

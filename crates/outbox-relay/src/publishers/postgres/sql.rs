@@ -69,7 +69,7 @@ impl SinkQueries {
                    END IF; \
                  END $sink$"),
             count_for_message: r(
-                "SELECT count(*) FROM {schema}.published_events WHERE message_id = $1",
+                "SELECT count(*) AS count FROM {schema}.published_events WHERE message_id = $1",
             ),
             read_after: r("SELECT id, event_id, topic, payload, headers, message_id, \
                         event_type, event_version, aggregate_type, aggregate_id, \

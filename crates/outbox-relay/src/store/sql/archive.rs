@@ -58,9 +58,11 @@ impl ArchiveQueries {
             ))
         };
         Self {
-            cutoff: "SELECT now() - $1::float8 * interval '1 second'".to_owned(),
-            count_sent: r("SELECT count(*) FROM {schema}.messages_sent WHERE sent_at < $1"),
-            count_dead: r("SELECT count(*) FROM {schema}.messages \
+            cutoff: "SELECT now() - $1::float8 * interval '1 second' AS cutoff".to_owned(),
+            count_sent: r(
+                "SELECT count(*) AS count FROM {schema}.messages_sent WHERE sent_at < $1",
+            ),
+            count_dead: r("SELECT count(*) AS count FROM {schema}.messages \
                   WHERE status = 'dead' AND dead_at < $1"),
             move_sent: moving(sent),
             delete_sent: r(&format!("DELETE {sent}")),

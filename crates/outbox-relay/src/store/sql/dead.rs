@@ -3,7 +3,7 @@
 use super::render;
 use outbox::Schema;
 
-/// Columns of a dead-letter row, in this order (`DeadQueries::list`,
+/// Columns of a dead-letter row, read by name (`DeadQueries::list`,
 /// `DeadQueries::get`).
 pub(crate) const DEAD_COLUMNS: &str = "id, event_id, event_type, event_version, aggregate_type, \
      aggregate_id, topic, payload, headers, status, attempts, next_run_at, last_error, \
@@ -72,7 +72,7 @@ impl DeadQueries {
                         t.dead_reason, t.last_error \
                    FROM target t JOIN replayed USING (id) \
                  RETURNING message_id"),
-            unreplayable: r("SELECT count(*) FROM {schema}.messages \
+            unreplayable: r("SELECT count(*) AS count FROM {schema}.messages \
                   WHERE status = 'dead' \
                     AND ($1::int8[] IS NULL OR id = ANY($1)) \
                     AND ($2::text IS NULL OR topic = $2) \

@@ -14,11 +14,11 @@ pub(crate) use stats::StatsQueries;
 use outbox::sql::render;
 use outbox::Schema;
 
-/// Columns the relay reads for each claimed message, in this order. The
+/// Columns the relay reads for each claimed message, by name. The
 /// payload is NULL when it is larger than the claim's max message size:
 /// such a row is claimed (to be dead-lettered) but never loaded.
 const CLAIM_COLUMNS: &str = "m.id, m.event_id, m.event_type, m.event_version, m.aggregate_type, \
-     m.aggregate_id, m.topic, CASE WHEN b.size <= $5 THEN m.payload END, m.headers, m.attempts, \
+     m.aggregate_id, m.topic, CASE WHEN b.size <= $5 THEN m.payload END AS payload, m.headers, m.attempts, \
      m.created_at, m.locked_at";
 
 /// The relay's statements for one schema.
@@ -26,8 +26,9 @@ const CLAIM_COLUMNS: &str = "m.id, m.event_id, m.event_type, m.event_version, m.
 pub(crate) struct Queries {
     /// Claim a batch: `$1 int8 limit, $2 relay id, $3 int8 lowest id to
     /// read, $4 int8 batch byte budget, $5 int8 max message bytes` →
-    /// [`CLAIM_COLUMNS`], then the claim snapshot's xmin and xmax (`int8`),
-    /// then the payload's size in bytes (`int8`). Claimable means pending,
+    /// [`CLAIM_COLUMNS`], then the claim snapshot's `snapshot_xmin` and
+    /// `snapshot_xmax` (`int8`), then `payload_bytes`, the payload's size in
+    /// bytes (`int8`). Claimable means pending,
     /// or failed and due. `SKIP LOCKED` lets many relays claim disjoint
     /// batches without waiting on each other. The snapshot tells the relay
     /// when no transaction that was running at the claim can still commit a
@@ -58,7 +59,7 @@ pub(crate) struct Queries {
     /// unless the relay is registered under that token with a live lease,
     /// and holds its row in `relays` FOR SHARE until it commits (see
     /// migration 7). Returns [`Self::claim`]'s columns, then the row's
-    /// aggregate key (`int8`).
+    /// `aggregate_key` (`int8`).
     pub(crate) claim_ordered: String,
     /// [`Self::claim_ordered`] taking only rows that pass
     /// `key_allowed`: `$7 bytea` owned buckets (NULL: all), `$8 int8[]`
@@ -73,18 +74,19 @@ pub(crate) struct Queries {
     pub(crate) relay_leave: String,
     /// The aggregates of buckets `$1 bytea` (a 1,024-bit map) that have a
     /// live message not claimable now (in flight, or failed and waiting)
-    /// → `(key int8, lowest live id int8)`: what a relay taking the
+    /// → `(aggregate_key int8, lowest_id int8)`: what a relay taking the
     /// buckets over must hold back. Scans the hot table: run at takeover.
     pub(crate) held_in_buckets: String,
     /// For each `($1 int8[] keys, $2 int8[] ids)`, the aggregate's lowest
-    /// live message at or above the id → `(key, id, lowest int8 or NULL)`.
+    /// live message at or above the id → `(aggregate_key, from_id,
+    /// lowest_id int8 or NULL)`.
     /// A range scan from the id: one row when it is still live.
     pub(crate) next_live: String,
     /// Settle a batch in one round trip. The lease is `(locked_by, locked_at)`:
     /// `$1 int8[] sent ids, $2 relay id, $3 timestamptz claimed locked_at,
     /// $4 int8[] failed ids, $5 text[] errors, $6 timestamptz[] next_run_at,
     /// $7 int8[] dead ids, $8 text[] reasons, $9 int8[] released ids,
-    /// $10 text release reason` → `(sent, failed, dead, released)` counts of
+    /// $10 text release reason` → `(sent, failed, dead, released)`, counts of
     /// rows actually settled. Rows whose lease is no longer ours are left alone.
     /// Sent rows move to `messages_sent` in the same statement. Released rows
     /// go back to pending with the claim's attempt given back (the
@@ -95,7 +97,7 @@ pub(crate) struct Queries {
     pub(crate) extend_lease: String,
     /// Lease reaper: `$1 float8 lease seconds, $2 int4 max attempts,
     /// $3 float8[] backoff steps in seconds (the last repeats), $4 float8
-    /// jitter fraction` → `(id, dead bool, next_run_at, aggregate key int8)` of each `processing`
+    /// jitter fraction` → `(id, dead bool, next_run_at, aggregate_key int8)` of each `processing`
     /// row whose claim is older than the lease. The expiry counts as a failed
     /// attempt: a row that makes its relay die would otherwise come back at
     /// once, forever. Below max attempts the row goes `failed`, due after the
@@ -105,14 +107,14 @@ pub(crate) struct Queries {
     /// `LISTEN` on the channel the insert trigger notifies.
     pub(crate) listen: String,
     /// Whether the outbox tables exist, and whether the migrations table
-    /// does: → `(bool, bool)`.
+    /// does: → `(has_tables bool, has_migrations bool)`.
     pub(crate) is_migrated: String,
     /// Versions recorded in `schema_migrations` (run only when it exists):
-    /// → `int4` per row.
+    /// → `version int4` per row.
     pub(crate) recorded_migrations: String,
-    /// Counts by status (hot table and sent table): → `(status, count)`.
+    /// Counts by status (hot table and sent table): → `(status, count int8)`.
     pub(crate) count_by_status: String,
-    /// Age in seconds of the oldest claimable message, or no row.
+    /// `age_seconds` (`float8`) of the oldest claimable message, or no row.
     pub(crate) oldest_pending_age: String,
 
     /// Dead-letter handling.
@@ -131,7 +133,7 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
             "a AS (SELECT 1 FROM {schema}.relays \
                     WHERE relay_id = $2 AND token = $6 AND lease_until > now() FOR SHARE), ",
             " AND EXISTS (SELECT 1 FROM a)",
-            ", {schema}.aggregate_key(m.aggregate_type, m.aggregate_id)",
+            ", {schema}.aggregate_key(m.aggregate_type, m.aggregate_id) AS aggregate_key",
         )
     } else {
         ("", "", "")
@@ -161,8 +163,9 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
                 locked_by = $2, locked_at = now() \
            FROM b, s WHERE m.id = b.id \
          RETURNING {CLAIM_COLUMNS}, \
-           pg_snapshot_xmin(s.snap)::text::int8, pg_snapshot_xmax(s.snap)::text::int8, \
-           b.size{key}"
+           pg_snapshot_xmin(s.snap)::text::int8 AS snapshot_xmin, \
+           pg_snapshot_xmax(s.snap)::text::int8 AS snapshot_xmax, \
+           b.size AS payload_bytes{key}"
     )
 }
 
@@ -180,16 +183,17 @@ impl Queries {
                    DELETE FROM {schema}.relays WHERE relay_id = $1 AND token = $2 RETURNING 1) \
                  UPDATE {schema}.relay_buckets SET owner = NULL \
                   WHERE owner = $1 AND EXISTS (SELECT 1 FROM r)"),
-            held_in_buckets: r("SELECT {schema}.aggregate_key(aggregate_type, aggregate_id) AS k, min(id) \
+            held_in_buckets: r("SELECT {schema}.aggregate_key(aggregate_type, aggregate_id) AS aggregate_key, \
+                        min(id) AS lowest_id \
                    FROM {schema}.messages \
                   WHERE dead_at IS NULL AND (status = 'processing' OR next_run_at > now()) \
                     AND get_bit($1::bytea, \
                           ({schema}.aggregate_key(aggregate_type, aggregate_id) & 1023)::int) = 1 \
                   GROUP BY 1"),
-            next_live: r("SELECT g.k, g.id, \
+            next_live: r("SELECT g.k AS aggregate_key, g.id AS from_id, \
                    (SELECT min(m.id) FROM {schema}.messages m \
                      WHERE m.id >= g.id AND m.dead_at IS NULL \
-                       AND {schema}.aggregate_key(m.aggregate_type, m.aggregate_id) = g.k) \
+                       AND {schema}.aggregate_key(m.aggregate_type, m.aggregate_id) = g.k) AS lowest_id \
                    FROM unnest($1::int8[], $2::int8[]) AS g(k, id)"),
             settle: r("WITH sent AS ( \
                    DELETE FROM {schema}.messages \
@@ -229,8 +233,10 @@ impl Queries {
                     WHERE m.id = ANY($9::int8[]) AND m.status = 'processing' \
                       AND m.locked_by = $2 AND m.locked_at = $3 \
                    RETURNING 1) \
-                 SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM failed), \
-                        (SELECT count(*) FROM dead), (SELECT count(*) FROM released)"),
+                 SELECT (SELECT count(*) FROM moved) AS sent, \
+                        (SELECT count(*) FROM failed) AS failed, \
+                        (SELECT count(*) FROM dead) AS dead, \
+                        (SELECT count(*) FROM released) AS released"),
             extend_lease: r("UPDATE {schema}.messages SET locked_at = now() \
                   WHERE id = ANY($1::int8[]) AND status = 'processing' \
                     AND locked_by = $2 AND locked_at = $3 \
@@ -261,17 +267,17 @@ impl Queries {
                           ELSE now() + make_interval(secs => e.delay) END \
                    FROM expired e WHERE m.id = e.id \
                  RETURNING m.id, e.dead, m.next_run_at, \
-                   {schema}.aggregate_key(m.aggregate_type, m.aggregate_id)"),
+                   {schema}.aggregate_key(m.aggregate_type, m.aggregate_id) AS aggregate_key"),
             listen: format!("LISTEN \"{}\"", schema.notify_channel()),
             is_migrated: format!(
-                "SELECT to_regclass('{s}.messages') IS NOT NULL, \
-                        to_regclass('{s}.schema_migrations') IS NOT NULL",
+                "SELECT to_regclass('{s}.messages') IS NOT NULL AS has_tables, \
+                        to_regclass('{s}.schema_migrations') IS NOT NULL AS has_migrations",
                 s = schema.quoted()
             ),
             recorded_migrations: r("SELECT version FROM {schema}.schema_migrations ORDER BY version"),
-            count_by_status: r("SELECT status, count(*) FROM {schema}.messages GROUP BY status \
+            count_by_status: r("SELECT status, count(*) AS count FROM {schema}.messages GROUP BY status \
                  UNION ALL SELECT 'sent', count(*) FROM {schema}.messages_sent"),
-            oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 \
+            oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 AS age_seconds \
                    FROM {schema}.messages \
                   WHERE status IN ('pending', 'failed') AND dead_at IS NULL \
                   ORDER BY id LIMIT 1"),

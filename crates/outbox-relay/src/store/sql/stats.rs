@@ -30,27 +30,33 @@ impl StatsQueries {
     pub(crate) fn new(schema: &Schema) -> Self {
         let r = |t: &str| render(t, schema);
         Self {
-            backlog: r("SELECT count(*) FILTER (WHERE status = 'pending'), \
-                        count(*) FILTER (WHERE status = 'processing'), \
-                        count(*) FILTER (WHERE status = 'failed'), \
+            backlog: r(
+                "SELECT count(*) FILTER (WHERE status = 'pending') AS pending, \
+                        count(*) FILTER (WHERE status = 'processing') AS processing, \
+                        count(*) FILTER (WHERE status = 'failed') AS failed, \
                         (SELECT count(*) FROM {schema}.messages WHERE dead_at IS NOT NULL) \
-                          + count(*) FILTER (WHERE status = 'dead') \
-                   FROM {schema}.messages WHERE dead_at IS NULL"),
-            by_topic: r("SELECT topic, status, count(*) FROM {schema}.messages \
+                          + count(*) FILTER (WHERE status = 'dead') AS dead \
+                   FROM {schema}.messages WHERE dead_at IS NULL",
+            ),
+            by_topic: r(
+                "SELECT topic, status, count(*) AS count FROM {schema}.messages \
                   WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status \
                  UNION ALL \
                  SELECT topic, 'sent', count(*) FROM {schema}.messages_sent \
                   WHERE $1::text IS NULL OR topic = $1 GROUP BY topic \
                  UNION ALL \
                  SELECT topic, 'archived_' || status, count(*) FROM {schema}.archived_messages \
-                  WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status"),
+                  WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status",
+            ),
             // By id on the claimable index: the first match is the oldest
             // (ids and created_at grow together), so no scan of the backlog.
-            oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 \
+            oldest_pending_age: r(
+                "SELECT extract(epoch FROM now() - created_at)::float8 AS age_seconds \
                    FROM {schema}.messages \
                   WHERE status IN ('pending', 'failed') AND dead_at IS NULL \
                     AND ($1::text IS NULL OR topic = $1) \
-                  ORDER BY id LIMIT 1"),
+                  ORDER BY id LIMIT 1",
+            ),
             ping: "SELECT 1".to_owned(),
         }
     }
