@@ -244,7 +244,8 @@ async fn crash_window_publishes_twice_and_the_inbox_processes_once() {
     for row in rows {
         let tx = client.transaction().await.unwrap();
         let (event_id, topic): (String, String) = (row.get(0), row.get(1));
-        outcomes.push(inbox.record(&*tx, &event_id, &topic).await.unwrap());
+        let event_id = event_id.parse().unwrap();
+        outcomes.push(inbox.record(&*tx, event_id, &topic).await.unwrap());
         tx.commit().await.unwrap();
     }
     assert_eq!(outcomes, [Delivery::First, Delivery::Duplicate]);

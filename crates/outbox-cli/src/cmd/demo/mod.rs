@@ -195,7 +195,7 @@ impl Demo {
                 after = event.id;
                 let (event_id, topic, payload) = (event.event_id, event.topic, event.payload);
                 let tx = client.transaction().await?;
-                match inbox.record(&*tx, &event_id.to_string(), &topic).await? {
+                match inbox.record(&*tx, event_id, &topic).await? {
                     Delivery::First => {
                         let order_id = payload["order_id"]
                             .as_i64()
