@@ -22,10 +22,11 @@
 //! - [`NewMessage`], [`Enqueued`]: the message model.
 //! - [`Outbox`]: `enqueue` / `enqueue_many` on the caller's connection or
 //!   transaction; `migrate`.
-//! - [`Inbox`]: consumer-side deduplication by `event_id`.
+//! - [`Inbox`]: consumer-side deduplication by `event_id` (a `Uuid`).
 //! - [`sql`]: the migrations, the roles' grants, and `render`; the
-//!   library's own statements (enqueue, inbox) are private. The relay's
-//!   claim/settle machinery is in the `outbox-relay` crate.
+//!   library's own statements (enqueue, inbox) are private, in
+//!   `sql/queries.rs`. Nothing of the relay's claim/settle machinery is
+//!   here: its statements and row types are in the `outbox-relay` crate.
 //! - [`Schema`]: the validated schema name, the only identifier spliced into SQL.
 //! - Trace context: [`NewMessage::trace_context`] (and, with the
 //!   `opentelemetry` feature, `NewMessage::current_trace_context`) put the
