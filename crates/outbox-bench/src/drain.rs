@@ -9,12 +9,10 @@
 
 use crate::{BenchQueries, Counting, Progress};
 use deadpool_postgres::Pool;
-use outbox::sql::Queries;
 use outbox::Schema;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A drain algorithm.
@@ -186,8 +184,7 @@ pub(crate) async fn check_drained(
     let client = pool.get().await?;
     let published: i64 = client.query_one(&bq.published_distinct, &[]).await?.get(0);
     let unsent: i64 = if matches!(algorithm, Algorithm::Relay | Algorithm::RelayProcess) {
-        let q = Queries::new(schema);
-        client.query_one(&q.demo_unsettled, &[]).await?.get(0)
+        client.query_one(&bq.unsettled, &[]).await?.get(0)
     } else {
         client.query_one(&bq.seed_unsent, &[]).await?.get(0)
     };
@@ -208,7 +205,6 @@ async fn drain_in(
     progress: &Progress,
 ) -> Result<DrainResult> {
     let bq = BenchQueries::new(schema);
-    let q = Arc::new(Queries::new(schema));
     let messages = spec.messages;
     let limit = spec.batch_size as i64;
     prepare(pool, schema, algorithm, spec).await?;
@@ -263,7 +259,7 @@ async fn drain_in(
                 ..RelayConfig::default()
             };
             let publisher = Counting::new(
-                PostgresPublisher::new(pool.clone(), q.clone(), "bench"),
+                PostgresPublisher::new(pool.clone(), schema, "bench"),
                 done.clone(),
             );
             let relay = Relay::new(Store::new(pool.clone(), schema.clone()), publisher, config)?;

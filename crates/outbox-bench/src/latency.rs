@@ -6,12 +6,10 @@ use crate::drain::{drop_schema, fresh_schema};
 use crate::BenchQueries;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
-use outbox::sql::Queries;
 use outbox::{NewMessage, Outbox, Schema};
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -61,7 +59,6 @@ async fn latency_in(
     seconds: u32,
     notify: bool,
 ) -> Result<Latency> {
-    let q = Arc::new(Queries::new(schema));
     let bq = BenchQueries::new(schema);
     let config = RelayConfig {
         relay_id: "bench".into(),
@@ -73,7 +70,7 @@ async fn latency_in(
         .map_err(|e| Error::Config(format!("bad database URL: {e}")))?;
     let relay = Relay::new(
         Store::new(pool.clone(), schema.clone()),
-        PostgresPublisher::new(pool.clone(), q.clone(), "bench"),
+        PostgresPublisher::new(pool.clone(), schema, "bench"),
         config,
     )?
     .with_listener(listen);
@@ -165,7 +162,7 @@ pub async fn idle_queries_per_second(
     let result = async {
         let relay = Relay::new(
             Store::new(pool.clone(), schema.clone()),
-            PostgresPublisher::new(pool.clone(), Arc::new(Queries::new(&schema)), "bench"),
+            PostgresPublisher::new(pool.clone(), &schema, "bench"),
             RelayConfig {
                 relay_id: "bench".into(),
                 notify,

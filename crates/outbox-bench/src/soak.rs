@@ -8,12 +8,10 @@
 use crate::drain::{drop_schema, fresh_schema, wait_until_settled};
 use crate::{median, BenchQueries, Counting, Progress};
 use deadpool_postgres::Pool;
-use outbox::sql::Queries;
 use outbox::Schema;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -95,7 +93,6 @@ pub async fn soak(pool: &Pool, p: SoakParams, progress: &Progress) -> Result<Soa
 
 async fn soak_in(pool: &Pool, schema: &Schema, p: SoakParams, progress: &Progress) -> Result<Soak> {
     let bq = BenchQueries::new(schema);
-    let q = Arc::new(Queries::new(schema));
     {
         let client = pool.get().await?;
         outbox::migrate(&**client, schema).await?;
@@ -115,7 +112,7 @@ async fn soak_in(pool: &Pool, schema: &Schema, p: SoakParams, progress: &Progres
     let relay = Relay::new(
         Store::new(pool.clone(), schema.clone()),
         Counting::new(
-            PostgresPublisher::new(pool.clone(), q.clone(), "bench"),
+            PostgresPublisher::new(pool.clone(), schema, "bench"),
             published.clone(),
         ),
         RelayConfig {

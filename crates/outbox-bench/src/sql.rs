@@ -56,6 +56,8 @@ pub struct BenchQueries {
     /// `$1 int8` (no row once the relay is done), read from the claimable
     /// index.
     pub first_unsettled: String,
+    /// Number of outbox messages that are claimable or claimed.
+    pub unsettled: String,
     /// Rows of the seed-shaped table not yet sent.
     pub seed_unsent: String,
     /// Distinct messages in the sink.
@@ -148,6 +150,8 @@ impl BenchQueries {
                    RETURNING id, topic, payload) \
                  INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
                  SELECT id, gen_random_uuid(), topic, payload, $2 FROM c"),
+            unsettled: r("SELECT count(*) FROM {schema}.messages \
+                  WHERE status IN ('pending', 'failed', 'processing')"),
             first_unsettled: r("SELECT id FROM {schema}.messages \
                   WHERE id >= $1 AND dead_at IS NULL AND status IN ('pending', 'failed', 'processing') \
                   ORDER BY id LIMIT 1"),

@@ -1,6 +1,9 @@
 //! `outbox`: migrate, relay, stats, dead-letter handling, archiving, config
 //! and the seed's demo. Parsing lives here; each subcommand is one file in
-//! `cmd/`; the effective configuration (file < env < flags) in `config/`.
+//! `cmd/` (the demo a folder, `cmd/demo/`, with its own statements on its
+//! business table in `sql.rs`); the effective configuration (file < env <
+//! flags) in `config/`. The CLI holds no SQL of the engine: it calls
+//! `outbox_relay::Store` and the publishers.
 
 mod cmd;
 mod db;

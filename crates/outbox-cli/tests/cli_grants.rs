@@ -215,14 +215,8 @@ async fn a_producer_can_only_enqueue_new_pending_messages_and_use_the_inbox() {
         .unwrap();
     // ... and the consumer inbox.
     let inbox = outbox::Inbox::with_schema(&t.schema);
-    let first = inbox
-        .record(&client, &one.event_id.to_string(), "t")
-        .await
-        .unwrap();
-    let again = inbox
-        .record(&client, &one.event_id.to_string(), "t")
-        .await
-        .unwrap();
+    let first = inbox.record(&client, one.event_id, "t").await.unwrap();
+    let again = inbox.record(&client, one.event_id, "t").await.unwrap();
     assert_ne!(first, again);
     // Every row it wrote starts pending, unclaimed, with no history.
     assert_eq!(

@@ -90,15 +90,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .properties
             .message_id()
             .as_ref()
-            .map(|s| s.to_string())
+            .and_then(|s| s.as_str().parse::<uuid::Uuid>().ok())
         else {
-            eprintln!("skipping a message without message_id");
+            eprintln!("skipping a message without a UUID message_id");
             delivery.ack(BasicAckOptions::default()).await?;
             continue;
         };
         let topic = delivery.routing_key.to_string();
         let tx = db.transaction().await?;
-        match inbox.record(&tx, &event_id, &topic).await? {
+        match inbox.record(&tx, event_id, &topic).await? {
             Delivery::First => {
                 // The business work goes here, on `tx`.
                 let payload: serde_json::Value = serde_json::from_slice(&delivery.data)?;

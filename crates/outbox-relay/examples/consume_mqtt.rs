@@ -50,9 +50,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             continue;
         };
         let env = Envelope::from_json(std::str::from_utf8(&publish.payload)?)?;
-        let event_id = env.event_id.to_string();
+        let event_id = env.event_id;
         let tx = db.transaction().await?;
-        match inbox.record(&tx, &event_id, &env.topic).await? {
+        match inbox.record(&tx, event_id, &env.topic).await? {
             Delivery::First => {
                 // The business work goes here, on `tx`.
                 println!(

@@ -68,10 +68,7 @@ async fn main() -> anyhow::Result<()> {
             )?;
 
             let tx = db.transaction().await?;
-            match inbox
-                .record(&tx, &event.event_id.to_string(), &event.topic)
-                .await?
-            {
+            match inbox.record(&tx, event.event_id, &event.topic).await? {
                 Delivery::First => {
                     // Business writes go here, on `tx`.
                     println!(

@@ -71,10 +71,7 @@ async fn main() -> anyhow::Result<()> {
                 Envelope::from_fields(fields.iter().map(|(k, v)| (k.as_str(), v.as_str())))?;
 
             let tx = db.transaction().await?;
-            match inbox
-                .record(&tx, &event.event_id.to_string(), &event.topic)
-                .await?
-            {
+            match inbox.record(&tx, event.event_id, &event.topic).await? {
                 Delivery::First => {
                     // Business writes go here, on `tx`.
                     println!(

@@ -70,8 +70,12 @@ async fn receive(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
     let Ok(event) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return StatusCode::BAD_REQUEST;
     };
+    // The webhook-id is the event_id.
+    let Ok(event_id) = id.parse::<uuid::Uuid>() else {
+        return StatusCode::BAD_REQUEST;
+    };
     let topic = event["topic"].as_str().unwrap_or_default().to_owned();
-    match process(&app, id, &topic, &event).await {
+    match process(&app, event_id, &topic, &event).await {
         Ok(()) => StatusCode::NO_CONTENT,
         Err(e) => {
             eprintln!("{id}: {e}");
@@ -82,7 +86,7 @@ async fn receive(State(app): State<Arc<App>>, headers: HeaderMap, body: Bytes) -
 
 async fn process(
     app: &App,
-    id: &str,
+    id: uuid::Uuid,
     topic: &str,
     event: &serde_json::Value,
 ) -> Result<(), Box<dyn std::error::Error>> {

@@ -2,12 +2,19 @@
 //! least once.
 //!
 //! # Layout
-//! - [`store`]: every database call (the SQL text is in `outbox::sql`).
+//! - [`store`]: every database call of the engine, one function per
+//!   statement, and the types they return ([`store::Claimed`],
+//!   [`store::ClaimSnapshot`], [`store::Lease`], ...); the SQL text is in
+//!   `store/sql/`, private to this crate, every result column named and
+//!   read by name. `store` imports nothing of `relay`: the arrow goes one
+//!   way, relay → store.
 //! - [`relay`]: the loop — claim (leased, `FOR UPDATE SKIP LOCKED`), publish
 //!   outside any transaction, settle in one statement guarded by the lease.
 //! - [`publisher`]: the [`Publisher`] trait and its typed errors.
 //! - [`publishers`]: one folder per destination, each behind a feature;
-//!   [`publishers::AnyPublisher`] is built from a `--publisher` URL.
+//!   [`publishers::AnyPublisher`] is built from a `--publisher` URL. The
+//!   postgres publisher keeps its sink's statements (`postgres/sql.rs`) and
+//!   reads its sink back typed (`published_after`, `published_count`).
 //! - [`retry`]: the backoff schedule, a pure function of (attempt, now).
 //! - [`clock`]: the injected clock.
 //! - [`dead`]: dead-letter handling ([`DeadLetters`]: list, show, replay, purge).

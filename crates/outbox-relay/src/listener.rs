@@ -16,7 +16,7 @@ use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
 /// Runs until `shutdown`; wakes one pipeline on every notification. `listen` is
-/// the `LISTEN` statement (`Queries::listen`).
+/// the `LISTEN` statement (`Store::listen_statement`).
 pub(crate) async fn listen(
     config: tokio_postgres::Config,
     listen: String,

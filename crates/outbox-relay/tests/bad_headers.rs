@@ -2,11 +2,9 @@
 //! added its CHECK, or with the CHECK dropped) fail alone: each goes dead
 //! with a reason naming what is wrong, the rest of the batch is published.
 
-use outbox::sql::Queries;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Relay, RelayConfig, Store};
 use outbox_testkit::TestSchema;
-use std::sync::Arc;
 
 #[tokio::test]
 async fn a_row_with_bad_headers_goes_dead_alone() {
@@ -24,7 +22,7 @@ async fn a_row_with_bad_headers_goes_dead_alone() {
            ('good_2', '{}', 'e', 'a', 't', '{}');",
     )
     .await;
-    let publisher = PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "r1");
+    let publisher = PostgresPublisher::new(t.pool.clone(), &t.schema, "r1");
     let relay = Relay::new(
         Store::new(t.pool.clone(), t.schema.clone()),
         publisher,

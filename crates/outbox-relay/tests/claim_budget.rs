@@ -2,15 +2,13 @@
 //! growing past its byte budget, and a payload over the max message size
 //! is never loaded, its message dead-lettered naming the limit.
 
-use outbox::sql::Queries;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::store::ClaimParams;
 use outbox_relay::{Relay, RelayConfig, Store};
 use outbox_testkit::TestSchema;
-use std::sync::Arc;
 
 fn relay(t: &TestSchema, config: RelayConfig) -> Relay<PostgresPublisher> {
-    let publisher = PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "r");
+    let publisher = PostgresPublisher::new(t.pool.clone(), &t.schema, "r");
     Relay::new(
         Store::new(t.pool.clone(), t.schema.clone()),
         publisher,

@@ -3,7 +3,7 @@
 
 mod support;
 
-use outbox::sql::Queries;
+use outbox_relay::store::statement_for_tests;
 use outbox_relay::{RelayConfig, Store};
 use outbox_testkit::TestSchema;
 use std::time::Duration;
@@ -17,8 +17,8 @@ use support::{enqueue_n as enqueue, sink_relay as relay};
 async fn claim_cost_does_not_grow_with_settled_rows_ahead() {
     let t = TestSchema::new("relay_claim_cost").await;
     let claim_buffers = |t: &TestSchema| {
-        let sql = Queries::new(&t.schema)
-            .claim
+        let sql = statement_for_tests(&t.schema, "claim")
+            .unwrap()
             .replace("$1", "500")
             .replace("$2", "'probe'")
             .replace("$3", &i64::MIN.to_string())

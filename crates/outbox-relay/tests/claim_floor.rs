@@ -2,11 +2,9 @@
 //! already dealt with, yet a row committed late below the floor, or put back
 //! below it by someone else, is still claimed.
 
-use outbox::sql::Queries;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Relay, RelayConfig, RetryPolicy, Store};
 use outbox_testkit::TestSchema;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn relay(t: &TestSchema, sweep_interval: Duration) -> Relay<PostgresPublisher> {
@@ -25,7 +23,7 @@ fn relay_with(t: &TestSchema, config: RelayConfig) -> Relay<PostgresPublisher> {
         batch_size: 10,
         ..config
     };
-    let publisher = PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "r");
+    let publisher = PostgresPublisher::new(t.pool.clone(), &t.schema, "r");
     Relay::new(
         Store::new(t.pool.clone(), t.schema.clone()),
         publisher,

@@ -6,7 +6,6 @@
 
 mod support;
 
-use outbox::sql::Queries;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::relay::Ordering;
 use outbox_relay::store::ReplayParams;
@@ -49,11 +48,7 @@ struct Scripted {
 impl Scripted {
     fn new(t: &TestSchema, log: &Log) -> Self {
         Self {
-            inner: PostgresPublisher::new(
-                t.pool.clone(),
-                Arc::new(Queries::new(&t.schema)),
-                "scripted",
-            ),
+            inner: PostgresPublisher::new(t.pool.clone(), &t.schema, "scripted"),
             order: BatchOrder::Sequential,
             fail: Mutex::default(),
             random: None,

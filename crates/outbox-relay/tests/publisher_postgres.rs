@@ -8,13 +8,11 @@
 mod conformance;
 
 use conformance::{closed_port, message, unique, Harness, Received, Scope, Target};
-use outbox::sql::Queries;
 use outbox::Schema;
-use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::publishers::postgres::{published_after, PostgresPublisher};
 use outbox_relay::publishers::{AnyPublisher, PublisherContext};
 use outbox_relay::{Envelope, Message, Publisher};
 use outbox_testkit::TestSchema;
-use std::sync::Arc;
 
 struct PostgresHarness {
     db: TestSchema,
@@ -43,38 +41,35 @@ struct SinkRow {
 }
 
 /// Every row of `schema`'s sink, oldest first, read as consumers do
-/// (`sink_read_after`).
+/// ([`published_after`]).
 async fn sink_rows(client: &tokio_postgres::Client, schema: &Schema) -> Vec<SinkRow> {
-    let q = Queries::new(schema);
-    client
-        .query(q.sink_read_after.as_str(), &[&0_i64])
+    published_after(client, schema, 0)
         .await
         .unwrap()
-        .iter()
+        .into_iter()
         .map(|r| {
-            let headers: serde_json::Value = r.get(4);
             let envelope = (|| {
                 Some(Envelope {
-                    event_id: r.get(1),
-                    message_id: r.get(5),
-                    event_type: r.get::<_, Option<String>>(6)?,
-                    event_version: r.get::<_, Option<i32>>(7)?,
-                    aggregate_type: r.get::<_, Option<String>>(8)?,
-                    aggregate_id: r.get::<_, Option<String>>(9)?,
-                    topic: r.get(2),
-                    headers: serde_json::from_value(headers.clone()).unwrap(),
-                    payload: r.get(3),
-                    created_at: r.get::<_, Option<_>>(10)?,
+                    event_id: r.event_id,
+                    message_id: r.message_id,
+                    event_type: r.event_type.clone()?,
+                    event_version: r.event_version?,
+                    aggregate_type: r.aggregate_type.clone()?,
+                    aggregate_id: r.aggregate_id.clone()?,
+                    topic: r.topic.clone(),
+                    headers: serde_json::from_value(r.headers.clone()).unwrap(),
+                    payload: r.payload.clone(),
+                    created_at: r.enqueued_at?,
                 })
             })();
             SinkRow {
-                publisher: r.get(12),
-                created_at: r.get(11),
+                publisher: r.publisher,
+                created_at: r.created_at,
                 envelope,
-                event_id: r.get(1),
-                topic: r.get(2),
-                payload: r.get(3),
-                headers,
+                event_id: r.event_id,
+                topic: r.topic,
+                payload: r.payload,
+                headers: r.headers,
             }
         })
         .collect()
@@ -117,8 +112,7 @@ impl Harness for PostgresHarness {
     async fn unreachable(&self) -> AnyPublisher {
         let url = format!("postgres://postgres@127.0.0.1:{}/postgres", closed_port());
         let pool = outbox_relay::pool(&url, 1).unwrap();
-        let queries = Arc::new(Queries::new(&self.db.schema));
-        AnyPublisher::Postgres(PostgresPublisher::new(pool, queries, "conformance"))
+        AnyPublisher::Postgres(PostgresPublisher::new(pool, &self.db.schema, "conformance"))
     }
 
     /// PostgreSQL text cannot hold a NUL byte: SQLSTATE 22021, a data error.
@@ -267,7 +261,7 @@ async fn the_relay_fills_every_field_in_the_outbox_schema() {
         .unwrap();
     let relay = outbox_relay::Relay::new(
         outbox_relay::Store::new(t.pool.clone(), t.schema.clone()),
-        PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "relay"),
+        PostgresPublisher::new(t.pool.clone(), &t.schema, "relay"),
         Default::default(),
     )
     .unwrap();

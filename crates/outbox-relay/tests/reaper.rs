@@ -2,11 +2,9 @@
 //! failed attempt, so a message that kills every relay claiming it backs
 //! off and then goes dead instead of coming back at once, forever.
 
-use outbox::sql::Queries;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Relay, RelayConfig, RetryPolicy, Store};
 use outbox_testkit::TestSchema;
-use std::sync::Arc;
 use std::time::Duration;
 
 fn relay(t: &TestSchema, relay_id: &str, max_attempts: i32) -> Relay<PostgresPublisher> {
@@ -19,8 +17,7 @@ fn relay(t: &TestSchema, relay_id: &str, max_attempts: i32) -> Relay<PostgresPub
         },
         ..RelayConfig::default()
     };
-    let publisher =
-        PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), relay_id);
+    let publisher = PostgresPublisher::new(t.pool.clone(), &t.schema, relay_id);
     Relay::new(
         Store::new(t.pool.clone(), t.schema.clone()),
         publisher,

@@ -3,7 +3,7 @@
 
 mod support;
 
-use outbox::{sql::Queries, Delivery, Inbox};
+use outbox::{Delivery, Inbox};
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::relay::Ordering;
 use outbox_relay::{Clock, Relay, RelayConfig, RetryPolicy, Store};
@@ -244,7 +244,8 @@ async fn crash_window_publishes_twice_and_the_inbox_processes_once() {
     for row in rows {
         let tx = client.transaction().await.unwrap();
         let (event_id, topic): (String, String) = (row.get(0), row.get(1));
-        outcomes.push(inbox.record(&*tx, &event_id, &topic).await.unwrap());
+        let event_id = event_id.parse().unwrap();
+        outcomes.push(inbox.record(&*tx, event_id, &topic).await.unwrap());
         tx.commit().await.unwrap();
     }
     assert_eq!(outcomes, [Delivery::First, Delivery::Duplicate]);
@@ -274,11 +275,10 @@ async fn permanent_sink_errors_go_dead_and_do_not_stop_the_rest() {
 async fn an_unreachable_sink_releases_claims_without_spending_attempts() {
     let t = TestSchema::new("relay_unreachable").await;
     enqueue(&t, 2, "t").await;
-    let queries = Arc::new(Queries::new(&t.schema));
     let nowhere = outbox_relay::pool("postgres://postgres@127.0.0.1:1/none", 1).unwrap();
     let r = Relay::new(
         Store::new(t.pool.clone(), t.schema.clone()),
-        PostgresPublisher::new(nowhere, queries, "r"),
+        PostgresPublisher::new(nowhere, &t.schema, "r"),
         RelayConfig::default(),
     )
     .unwrap();

@@ -2,7 +2,7 @@
 //! breaker through a destination outage, lease extension for a slow
 //! destination, shutdown, concurrency and the rate limit's claim cap.
 
-use outbox::{sql::Queries, NewMessage, Outbox};
+use outbox::{NewMessage, Outbox};
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{
     Message, Outcome, PublishError, Publisher, Relay, RelayConfig, RetryPolicy, Store,
@@ -24,7 +24,7 @@ async fn enqueue(t: &TestSchema, n: usize) {
 }
 
 fn sink(t: &TestSchema) -> PostgresPublisher {
-    PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "test")
+    PostgresPublisher::new(t.pool.clone(), &t.schema, "test")
 }
 
 fn relay<P: Publisher>(t: &TestSchema, publisher: P, config: RelayConfig) -> Relay<P> {
@@ -148,7 +148,7 @@ async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead
     let t = TestSchema::new("run_breaker").await;
     let sink_db = TestDatabase::new("run_breaker_sink").await;
     let sink_pool = outbox_relay::pool(&sink_db.url(), 2).unwrap();
-    let publisher = PostgresPublisher::new(sink_pool, Arc::new(Queries::new(&t.schema)), "test");
+    let publisher = PostgresPublisher::new(sink_pool, &t.schema, "test");
     publisher.ensure_sink().await.unwrap();
 
     sink_db.refuse_connections().await;

@@ -3,7 +3,7 @@
 //! it grows: checked on the real planner with EXPLAIN, over a table large
 //! enough for the planner to care.
 
-use outbox::sql::Queries;
+use outbox_relay::store::statement_for_tests;
 use outbox_relay::Store;
 use outbox_testkit::TestSchema;
 
@@ -43,8 +43,8 @@ async fn backlog_gauges_scan_the_hot_table_once_and_count_dead_rows_from_their_i
          ANALYZE {schema}.messages;",
     )
     .await;
-    let q = Queries::new(&t.schema);
-    let scans = plan_of(&t, &q.stats.backlog).await;
+    let backlog = statement_for_tests(&t.schema, "stats.backlog").unwrap();
+    let scans = plan_of(&t, &backlog).await;
     let of_messages: Vec<_> = scans.iter().filter(|s| s.1 == "messages").collect();
     let whole: Vec<_> = of_messages
         .iter()
@@ -86,8 +86,9 @@ async fn the_oldest_pending_age_reads_the_claimable_index_from_its_start() {
          ANALYZE {schema}.messages;",
     )
     .await;
-    let q = Queries::new(&t.schema);
-    let sql = q.stats.oldest_pending_age.replace("$1", "NULL::text");
+    let sql = statement_for_tests(&t.schema, "stats.oldest_pending_age")
+        .unwrap()
+        .replace("$1", "NULL::text");
     let scans = plan_of(&t, &sql).await;
     assert_eq!(
         scans,

@@ -2,12 +2,11 @@
 //! PostgreSQL sink, whose `headers` column a consumer reads. Broker
 //! publishers carry the same headers in their envelope (see `envelope.rs`).
 
-use outbox::{sql::Queries, NewMessage, Outbox};
-use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox::{NewMessage, Outbox};
+use outbox_relay::publishers::postgres::{published_after, PostgresPublisher};
 use outbox_relay::{Relay, RelayConfig, Store};
 use outbox_testkit::TestSchema;
 use serde_json::json;
-use std::sync::Arc;
 
 const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -24,21 +23,17 @@ async fn traceparent_set_at_enqueue_is_published_with_the_message() {
     let client = t.pool.get().await.unwrap();
     outbox.enqueue(&**client, &msg).await.unwrap();
 
-    let q = Arc::new(Queries::new(&t.schema));
     let relay = Relay::new(
         Store::new(t.pool.clone(), t.schema.clone()),
-        PostgresPublisher::new(t.pool.clone(), q.clone(), "trace"),
+        PostgresPublisher::new(t.pool.clone(), &t.schema, "trace"),
         RelayConfig::default(),
     )
     .unwrap();
     assert_eq!(relay.run_once().await.unwrap().marked_sent, 1);
 
-    let rows = client
-        .query(q.sink_read_after.as_str(), &[&0_i64])
-        .await
-        .unwrap();
+    let rows = published_after(&client, &t.schema, 0).await.unwrap();
     assert_eq!(rows.len(), 1);
-    let headers: serde_json::Value = rows[0].get(4);
+    let headers = &rows[0].headers;
     assert_eq!(headers["traceparent"], PARENT);
     assert_eq!(headers["tracestate"], "rojo=00f067aa0ba902b7");
     assert_eq!(headers["tenant"], "acme");

@@ -2,6 +2,7 @@
 
 use crate::{sql::Queries, Executor, Result, Schema};
 use std::sync::Arc;
+use uuid::Uuid;
 
 /// Whether an event was seen for the first time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,16 +36,17 @@ impl Inbox {
         }
     }
 
-    /// Records `event_id` (`INSERT ... ON CONFLICT DO NOTHING`) and tells
-    /// whether this is its first delivery.
+    /// Records `event_id`, the event's id as every destination carries it
+    /// (`INSERT ... ON CONFLICT DO NOTHING`), and tells whether this is its
+    /// first delivery. It is stored in its hyphenated lowercase text form.
     pub async fn record<E: Executor>(
         &self,
         conn: E,
-        event_id: &str,
+        event_id: Uuid,
         topic: &str,
     ) -> Result<Delivery> {
         let inserted = conn
-            .execute_text(&self.queries.inbox_record, event_id, topic)
+            .execute_text(&self.queries.inbox_record, &event_id.to_string(), topic)
             .await?;
         Ok(if inserted == 1 {
             Delivery::First

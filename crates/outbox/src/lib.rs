@@ -22,9 +22,11 @@
 //! - [`NewMessage`], [`Enqueued`]: the message model.
 //! - [`Outbox`]: `enqueue` / `enqueue_many` on the caller's connection or
 //!   transaction; `migrate`.
-//! - [`Inbox`]: consumer-side deduplication by `event_id`.
-//! - [`sql`]: every SQL statement of the library and the relay, and the
-//!   migrations (the benchmarks' own are in the `outbox-bench` crate).
+//! - [`Inbox`]: consumer-side deduplication by `event_id` (a `Uuid`).
+//! - [`sql`]: the migrations, the roles' grants, and `render`; the
+//!   library's own statements (enqueue, inbox) are private, in
+//!   `sql/queries.rs`. Nothing of the relay's claim/settle machinery is
+//!   here: its statements and row types are in the `outbox-relay` crate.
 //! - [`Schema`]: the validated schema name, the only identifier spliced into SQL.
 //! - Trace context: [`NewMessage::trace_context`] (and, with the
 //!   `opentelemetry` feature, `NewMessage::current_trace_context`) put the
@@ -51,6 +53,9 @@ pub use inbox::{Delivery, Inbox};
 pub use message::{Enqueued, NewMessage};
 pub use schema::{validate_identifier, Schema, DEFAULT_SCHEMA};
 pub use trace::{TRACEPARENT, TRACESTATE};
+/// Event ids are UUIDs (v7 when the library makes them): re-exported so an
+/// application needs no `uuid` dependency of its own to pass one.
+pub use uuid::Uuid;
 
 use message::Columns;
 use std::sync::Arc;

@@ -223,18 +223,19 @@ async fn inbox_tells_first_delivery_from_duplicate_and_rolls_back_with_the_consu
     let t = TestSchema::new("inbox").await;
     let inbox = Inbox::with_schema(&t.schema);
     let mut client = tokio_client().await;
+    let event = uuid::Uuid::now_v7();
 
     // A consumer that fails mid-way rolls back its inbox record too.
     let tx = client.transaction().await.unwrap();
     assert_eq!(
-        inbox.record(&tx, "e-1", "orders").await.unwrap(),
+        inbox.record(&tx, event, "orders").await.unwrap(),
         Delivery::First
     );
     tx.rollback().await.unwrap();
 
     let tx = client.transaction().await.unwrap();
     assert_eq!(
-        inbox.record(&tx, "e-1", "orders").await.unwrap(),
+        inbox.record(&tx, event, "orders").await.unwrap(),
         Delivery::First
     );
     tx.commit().await.unwrap();
@@ -242,7 +243,7 @@ async fn inbox_tells_first_delivery_from_duplicate_and_rolls_back_with_the_consu
     let mut conn = sqlx::PgConnection::connect(&database_url()).await.unwrap();
     let mut tx = conn.begin().await.unwrap();
     assert_eq!(
-        inbox.record(&mut *tx, "e-1", "orders").await.unwrap(),
+        inbox.record(&mut *tx, event, "orders").await.unwrap(),
         Delivery::Duplicate
     );
     tx.commit().await.unwrap();

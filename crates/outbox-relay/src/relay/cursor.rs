@@ -28,6 +28,7 @@
 //! So the floor never loses a row; at worst it delays one by a sweep
 //! interval.
 
+pub use crate::store::ClaimSnapshot;
 use chrono::{DateTime, Utc};
 use std::time::Duration;
 
@@ -52,16 +53,6 @@ struct Covered {
     /// The xmax of the first claim snapshot taken after that: every
     /// transaction that could hold a row below `upto` has an id below it.
     xmax: Option<i64>,
-}
-
-/// The snapshot a claim ran under (`pg_current_snapshot()`), as 64-bit
-/// transaction ids.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClaimSnapshot {
-    /// Oldest transaction still running.
-    pub xmin: i64,
-    /// First transaction id not yet assigned.
-    pub xmax: i64,
 }
 
 /// The floor and what may move it. Pure bookkeeping, no SQL.

@@ -26,7 +26,7 @@ impl<P: Publisher> Relay<P> {
         let listening = self.config.notify && self.listen.is_some();
         let listener = async {
             if let (true, Some(cfg)) = (listening, &self.listen) {
-                let statement = self.store.queries().listen.clone();
+                let statement = self.store.listen_statement().to_owned();
                 listen(cfg.clone(), statement, &wake, shutdown.clone()).await;
             }
         };

@@ -4,10 +4,9 @@
 use super::{Relay, RelayConfig, MIN_LEASE};
 use crate::publishers::postgres::PostgresPublisher;
 use crate::{Message, Outcome, PublishError, Publisher, Store};
-use outbox::{sql::Queries, NewMessage, Outbox};
+use outbox::{NewMessage, Outbox};
 use outbox_testkit::TestSchema;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -91,7 +90,7 @@ impl Publisher for Hang {
 }
 
 fn sink(t: &TestSchema) -> PostgresPublisher {
-    PostgresPublisher::new(t.pool.clone(), Arc::new(Queries::new(&t.schema)), "test")
+    PostgresPublisher::new(t.pool.clone(), &t.schema, "test")
 }
 
 fn relay<P: Publisher>(t: &TestSchema, publisher: P, config: RelayConfig) -> Relay<P> {

@@ -37,7 +37,7 @@ impl Store {
         let row = client
             .query_one(&self.q.archive.cutoff, &[&older_than.as_secs_f64()])
             .await?;
-        Ok(row.get(0))
+        Ok(row.get("cutoff"))
     }
 
     /// How many `(sent, dead)` rows are older than `cutoff`.
@@ -46,11 +46,11 @@ impl Store {
         let sent: i64 = client
             .query_one(&self.q.archive.count_sent, &[&cutoff])
             .await?
-            .get(0);
+            .get("count");
         let dead: i64 = client
             .query_one(&self.q.archive.count_dead, &[&cutoff])
             .await?
-            .get(0);
+            .get("count");
         Ok((sent.max(0) as u64, dead.max(0) as u64))
     }
 

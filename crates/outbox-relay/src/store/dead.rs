@@ -96,7 +96,7 @@ impl Store {
         let rows = client
             .query(&self.q.dead.replay, &[&p.ids, &p.topic, &p.replayed_by])
             .await?;
-        let mut ids: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        let mut ids: Vec<i64> = rows.iter().map(|r| r.get("message_id")).collect();
         ids.sort_unstable();
         Ok(ids)
     }
@@ -108,7 +108,7 @@ impl Store {
         let row = client
             .query_one(&self.q.dead.unreplayable, &[&p.ids, &p.topic])
             .await?;
-        Ok(row.get(0))
+        Ok(row.get("count"))
     }
 
     /// `(id, status)` of those of `ids` still in a live table.
@@ -118,7 +118,10 @@ impl Store {
         ids: &[i64],
     ) -> Result<Vec<(i64, String)>> {
         let rows = client.query(&self.q.dead.status_of, &[&ids]).await?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("id"), r.get("status")))
+            .collect())
     }
 
     /// Deletes dead rows that died more than `older_than` ago; returns how many.
@@ -132,21 +135,21 @@ impl Store {
 
 fn dead_from_row(r: &Row) -> DeadMessage {
     DeadMessage {
-        id: r.get(0),
-        event_id: r.get(1),
-        event_type: r.get(2),
-        event_version: r.get(3),
-        aggregate_type: r.get(4),
-        aggregate_id: r.get(5),
-        topic: r.get(6),
-        payload: r.get(7),
-        headers: r.get(8),
-        status: r.get(9),
-        attempts: r.get(10),
-        next_run_at: r.get(11),
-        last_error: r.get(12),
-        dead_at: r.get(13),
-        dead_reason: r.get(14),
-        created_at: r.get(15),
+        id: r.get("id"),
+        event_id: r.get("event_id"),
+        event_type: r.get("event_type"),
+        event_version: r.get("event_version"),
+        aggregate_type: r.get("aggregate_type"),
+        aggregate_id: r.get("aggregate_id"),
+        topic: r.get("topic"),
+        payload: r.get("payload"),
+        headers: r.get("headers"),
+        status: r.get("status"),
+        attempts: r.get("attempts"),
+        next_run_at: r.get("next_run_at"),
+        last_error: r.get("last_error"),
+        dead_at: r.get("dead_at"),
+        dead_reason: r.get("dead_reason"),
+        created_at: r.get("created_at"),
     }
 }

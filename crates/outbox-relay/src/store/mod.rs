@@ -1,12 +1,11 @@
 //! Every database call of the relay, one function per statement. The SQL
-//! text itself lives in [`outbox::sql::Queries`]; this module binds
+//! text itself lives in `sql` (private to this crate); this module binds
 //! parameters and decodes rows. The relay loop holds no SQL.
 
-use crate::relay::ClaimSnapshot;
 use crate::{Error, Message, Result};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
-use outbox::sql::{Queries, SchemaVersion};
+use outbox::sql::SchemaVersion;
 use outbox::Schema;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -18,12 +17,15 @@ use tokio_postgres::Row;
 mod archive;
 mod dead;
 mod order;
+mod sql;
 mod stats;
 
 pub use archive::{ArchiveBatch, ArchiveBatchParams};
 pub use dead::{DeadListParams, DeadMessage, ReplayParams};
 pub use order::{BucketSet, Heartbeat, BUCKETS};
 pub use stats::{Backlog, TopicCounts};
+
+use sql::Queries;
 
 /// The relay's handle on the outbox tables of one schema.
 #[derive(Clone)]
@@ -62,7 +64,7 @@ pub struct ClaimParams<'a> {
     pub limit: i64,
     /// Written to `locked_by`.
     pub relay_id: &'a str,
-    /// Lowest id to read (see [`crate::relay::ClaimCursor`]);
+    /// Lowest id to read (see the relay's `ClaimCursor`);
     /// `i64::MIN` reads all.
     pub from_id: i64,
     /// The batch stops growing once its payloads pass this many bytes; it
@@ -76,7 +78,7 @@ pub struct ClaimParams<'a> {
     pub ordered: Option<OrderFilter<'a>>,
 }
 
-/// The ordering part of a claim (see [`outbox::sql::Queries::claim_ordered`]).
+/// The ordering part of a claim (see the `claim_ordered` statement).
 #[derive(Debug, Clone)]
 pub struct OrderFilter<'a> {
     /// The relay's registration token.
@@ -109,6 +111,16 @@ pub struct Reaped {
     pub next_run_at: DateTime<Utc>,
     /// Its aggregate's key.
     pub key: i64,
+}
+
+/// The snapshot a claim ran under (`pg_current_snapshot()`), as 64-bit
+/// transaction ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClaimSnapshot {
+    /// Oldest transaction still running.
+    pub xmin: i64,
+    /// First transaction id not yet assigned.
+    pub xmax: i64,
 }
 
 /// A claimed batch: messages in id order and the lease they share.
@@ -203,9 +215,9 @@ impl Store {
         &self.schema
     }
 
-    /// The statements of this schema.
-    pub fn queries(&self) -> &Queries {
-        &self.q
+    /// The `LISTEN` statement on the channel the insert trigger notifies.
+    pub(crate) fn listen_statement(&self) -> &str {
+        &self.q.listen
     }
 
     /// The connection pool.
@@ -234,7 +246,7 @@ impl Store {
     pub async fn recorded_migrations(&self) -> Result<Option<Vec<i32>>> {
         let client = self.client().await?;
         let row = client.query_one(&self.q.is_migrated, &[]).await?;
-        let (tables, recorded): (bool, bool) = (row.get(0), row.get(1));
+        let (tables, recorded): (bool, bool) = (row.get("has_tables"), row.get("has_migrations"));
         if !tables {
             return Ok(None);
         }
@@ -242,7 +254,7 @@ impl Store {
             return Ok(Some(Vec::new()));
         }
         let rows = client.query(&self.q.recorded_migrations, &[]).await?;
-        Ok(Some(rows.iter().map(|r| r.get(0)).collect()))
+        Ok(Some(rows.iter().map(|r| r.get("version")).collect()))
     }
 
     /// Claims up to `limit` due messages in one statement.
@@ -283,17 +295,19 @@ impl Store {
             }
         };
         let keys = if p.ordered.is_some() {
-            rows.iter().map(|r| (r.get(0), r.get(15))).collect()
+            rows.iter()
+                .map(|r| (r.get("id"), r.get("aggregate_key")))
+                .collect()
         } else {
             Default::default()
         };
         let lease = rows.first().map(|r| Lease {
             relay_id: p.relay_id.to_owned(),
-            locked_at: r.get(11),
+            locked_at: r.get("locked_at"),
         });
         let snapshot = rows.first().map(|r| ClaimSnapshot {
-            xmin: r.get(12),
-            xmax: r.get(13),
+            xmin: r.get("snapshot_xmin"),
+            xmax: r.get("snapshot_xmax"),
         });
         let (mut messages, mut too_large) = (Vec::with_capacity(rows.len()), Vec::new());
         let mut refused = Vec::new();
@@ -305,7 +319,7 @@ impl Store {
                     }
                     messages.push(m);
                 }
-                None => too_large.push((r.get(0), r.get(14))),
+                None => too_large.push((r.get("id"), r.get("payload_bytes"))),
             }
         }
         // UPDATE ... RETURNING does not keep the CTE's order.
@@ -351,12 +365,12 @@ impl Store {
                 ],
             )
             .await?;
-        let count = |i| u64::try_from(row.get::<_, i64>(i)).unwrap_or(0);
+        let count = |name| u64::try_from(row.get::<_, i64>(name)).unwrap_or(0);
         Ok(Settled {
-            sent: count(0),
-            failed: count(1),
-            dead: count(2),
-            released: count(3),
+            sent: count("sent"),
+            failed: count("failed"),
+            dead: count("dead"),
+            released: count("released"),
         })
     }
 
@@ -370,7 +384,7 @@ impl Store {
             .await?;
         Ok(rows.first().map(|r| Lease {
             relay_id: lease.relay_id.clone(),
-            locked_at: r.get(0),
+            locked_at: r.get("locked_at"),
         }))
     }
 
@@ -389,10 +403,10 @@ impl Store {
         Ok(rows
             .iter()
             .map(|r| Reaped {
-                id: r.get(0),
-                dead: r.get(1),
-                next_run_at: r.get(2),
-                key: r.get(3),
+                id: r.get("id"),
+                dead: r.get("dead"),
+                next_run_at: r.get("next_run_at"),
+                key: r.get("aggregate_key"),
             })
             .collect())
     }
@@ -406,7 +420,7 @@ impl Store {
             .map(|s| (s.to_string(), 0))
             .collect();
         for r in rows {
-            *counts.entry(r.get(0)).or_default() += r.get::<_, i64>(1);
+            *counts.entry(r.get("status")).or_default() += r.get::<_, i64>("count");
         }
         Ok(counts)
     }
@@ -415,30 +429,44 @@ impl Store {
     pub async fn oldest_pending_age(&self) -> Result<Option<Duration>> {
         let client = self.client().await?;
         let row = client.query_opt(&self.q.oldest_pending_age, &[]).await?;
-        Ok(row.map(|r| age_seconds(r.get(0))))
+        Ok(row.map(|r| age_seconds(r.get("age_seconds"))))
     }
+}
+
+/// The text of statement `name` for `schema` (`claim`, `stats.backlog`,
+/// `stats.oldest_pending_age`): a hook for this crate's tests of query
+/// plans and settings, not an API.
+#[doc(hidden)]
+pub fn statement_for_tests(schema: &Schema, name: &str) -> Option<String> {
+    let q = Queries::new(schema);
+    Some(match name {
+        "claim" => q.claim,
+        "stats.backlog" => q.stats.backlog,
+        "stats.oldest_pending_age" => q.stats.oldest_pending_age,
+        _ => return None,
+    })
 }
 
 /// A claimed row, and why it cannot be published if it cannot; `None` if
 /// its payload was too large to load.
 fn message_from_row(r: &Row) -> Option<(Message, Option<String>)> {
-    let payload: Option<serde_json::Value> = r.get(7);
-    let (headers, problem) = match crate::message::decode_headers(r.get(8)) {
+    let payload: Option<serde_json::Value> = r.get("payload");
+    let (headers, problem) = match crate::message::decode_headers(r.get("headers")) {
         Ok(h) => (h, None),
         Err(reason) => (BTreeMap::new(), Some(reason)),
     };
     let m = Message {
-        id: r.get(0),
-        event_id: r.get(1),
-        event_type: r.get(2),
-        event_version: r.get(3),
-        aggregate_type: r.get(4),
-        aggregate_id: r.get(5),
-        topic: r.get(6),
+        id: r.get("id"),
+        event_id: r.get("event_id"),
+        event_type: r.get("event_type"),
+        event_version: r.get("event_version"),
+        aggregate_type: r.get("aggregate_type"),
+        aggregate_id: r.get("aggregate_id"),
+        topic: r.get("topic"),
         payload: payload?,
         headers,
-        attempts: r.get(9),
-        created_at: r.get(10),
+        attempts: r.get("attempts"),
+        created_at: r.get("created_at"),
     };
     Some((m, problem))
 }

@@ -99,14 +99,14 @@ impl Store {
             .await?;
         let mut beat = Heartbeat::default();
         for r in rows {
-            beat.renewed = r.get(2);
-            beat.other_modes = r.get(3);
-            let Some(bucket) = r.get::<_, Option<i32>>(0) else {
+            beat.renewed = r.get("renewed");
+            beat.other_modes = r.get("other_modes");
+            let Some(bucket) = r.get::<_, Option<i32>>("bucket") else {
                 continue;
             };
             let b = usize::try_from(bucket).unwrap_or(0) % BUCKETS;
             beat.owned.insert(b);
-            if r.get::<_, bool>(1) {
+            if r.get::<_, bool>("gained") {
                 beat.gained.insert(b);
             }
         }
@@ -129,7 +129,10 @@ impl Store {
         let rows = client
             .query(&self.q.held_in_buckets, &[&buckets.as_bytes()])
             .await?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        Ok(rows
+            .iter()
+            .map(|r| (r.get("aggregate_key"), r.get("lowest_id")))
+            .collect())
     }
 
     /// For each `(key, id)`, the aggregate's lowest live message at or
@@ -140,7 +143,7 @@ impl Store {
         let rows = client.query(&self.q.next_live, &[&keys, &ids]).await?;
         Ok(rows
             .iter()
-            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .map(|r| (r.get("aggregate_key"), r.get("from_id"), r.get("lowest_id")))
             .collect())
     }
 }

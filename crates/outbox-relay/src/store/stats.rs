@@ -35,16 +35,16 @@ impl Backlog {
 pub type TopicCounts = BTreeMap<String, i64>;
 
 impl Store {
-    /// The hot table's counts by status (cheap: see [`outbox::sql::StatsQueries::backlog`]).
+    /// The hot table's counts by status (cheap: see the `backlog` statement).
     pub async fn count_backlog(&self) -> Result<Backlog> {
         let client = self.pool.get().await?;
         let stmt = client.prepare_cached(&self.q.stats.backlog).await?;
         let row = client.query_one(&stmt, &[]).await?;
         Ok(Backlog {
-            pending: row.get(0),
-            processing: row.get(1),
-            failed: row.get(2),
-            dead: row.get(3),
+            pending: row.get("pending"),
+            processing: row.get("processing"),
+            failed: row.get("failed"),
+            dead: row.get("dead"),
         })
     }
 
@@ -58,10 +58,10 @@ impl Store {
         let rows = client.query(&self.q.stats.by_topic, &[&topic]).await?;
         let mut out: BTreeMap<String, TopicCounts> = BTreeMap::new();
         for r in rows {
-            *out.entry(r.get(0))
+            *out.entry(r.get("topic"))
                 .or_default()
-                .entry(r.get(1))
-                .or_default() += r.get::<_, i64>(2);
+                .entry(r.get("status"))
+                .or_default() += r.get::<_, i64>("count");
         }
         Ok(out)
     }
@@ -73,7 +73,7 @@ impl Store {
             .prepare_cached(&self.q.stats.oldest_pending_age)
             .await?;
         let row = client.query_opt(&stmt, &[&topic]).await?;
-        Ok(row.map(|r| super::age_seconds(r.get(0))))
+        Ok(row.map(|r| super::age_seconds(r.get("age_seconds"))))
     }
 
     /// One round trip to the database: the readiness probe.

@@ -199,11 +199,7 @@ pub fn sink_relay(
         relay_id: relay_id.to_owned(),
         ..config
     };
-    let publisher = PostgresPublisher::new(
-        t.pool.clone(),
-        std::sync::Arc::new(outbox::sql::Queries::new(&t.schema)),
-        relay_id,
-    );
+    let publisher = PostgresPublisher::new(t.pool.clone(), &t.schema, relay_id);
     Relay::new(
         Store::new(t.pool.clone(), t.schema.clone()),
         publisher,

@@ -49,8 +49,8 @@ impl Executor for &mut PgConnection {
             .await
             .map_err(Error::database)?;
         let returned = rows.iter().map(|r| Enqueued {
-            id: r.get(0),
-            event_id: r.get(1),
+            id: r.get("id"),
+            event_id: r.get("event_id"),
         });
         Ok(super::in_input_order(&event_ids, returned))
     }

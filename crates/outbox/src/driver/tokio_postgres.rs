@@ -26,7 +26,7 @@ impl<C: GenericClient + Sync> Executor for &C {
             .await
             .map_err(Error::from_tokio_postgres)?;
         Ok(Enqueued {
-            id: row.get(0),
+            id: row.get("id"),
             event_id: c.event_id[0],
         })
     }
@@ -47,8 +47,8 @@ impl<C: GenericClient + Sync> Executor for &C {
             .await
             .map_err(Error::from_tokio_postgres)?;
         let returned = rows.iter().map(|r| Enqueued {
-            id: r.get(0),
-            event_id: r.get(1),
+            id: r.get("id"),
+            event_id: r.get("event_id"),
         });
         Ok(super::in_input_order(&c.event_id, returned))
     }

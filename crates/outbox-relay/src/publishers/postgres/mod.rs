@@ -17,16 +17,21 @@
 use super::kit::outcome::all_failed;
 use super::PublisherContext;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
+use chrono::{DateTime, Utc};
 use deadpool_postgres::{Pool, Runtime};
-use outbox::sql::Queries;
+use outbox::Schema;
+use sql::SinkQueries;
 use std::sync::Arc;
 use tokio_postgres::NoTls;
+use uuid::Uuid;
+
+mod sql;
 
 /// The PostgreSQL-table publisher.
 #[derive(Clone)]
 pub struct PostgresPublisher {
     pool: Pool,
-    q: Arc<Queries>,
+    q: Arc<SinkQueries>,
     publisher: String,
 }
 
@@ -39,12 +44,12 @@ impl std::fmt::Debug for PostgresPublisher {
 }
 
 impl PostgresPublisher {
-    /// Writes into `published_events` of the schema `queries` were rendered
-    /// for, through `pool`; `publisher` fills the `publisher` column.
-    pub fn new(pool: Pool, queries: Arc<Queries>, publisher: impl Into<String>) -> Self {
+    /// Writes into `published_events` of `schema`, through `pool`;
+    /// `publisher` fills the `publisher` column.
+    pub fn new(pool: Pool, schema: &Schema, publisher: impl Into<String>) -> Self {
         Self {
             pool,
-            q: queries,
+            q: Arc::new(SinkQueries::new(schema)),
             publisher: publisher.into(),
         }
     }
@@ -52,16 +57,15 @@ impl PostgresPublisher {
     /// `postgres` → the outbox database; `postgres://…` → that database, whose
     /// sink table is created if missing.
     pub async fn from_url(url: &str, ctx: &PublisherContext) -> Result<Self> {
-        let queries = Arc::new(Queries::new(&ctx.schema));
         if !url.contains("://") {
-            return Ok(Self::new(ctx.pool.clone(), queries, &ctx.relay_id));
+            return Ok(Self::new(ctx.pool.clone(), &ctx.schema, &ctx.relay_id));
         }
         let mut cfg = deadpool_postgres::Config::new();
         cfg.url = Some(url.to_owned());
         let pool = cfg
             .create_pool(Some(Runtime::Tokio1), NoTls)
             .map_err(|e| Error::Publisher(format!("bad postgres sink URL: {e}")))?;
-        let me = Self::new(pool, queries, &ctx.relay_id);
+        let me = Self::new(pool, &ctx.schema, &ctx.relay_id);
         me.ensure_sink().await?;
         Ok(me)
     }
@@ -70,7 +74,7 @@ impl PostgresPublisher {
     /// columns a table made by an older build lacks.
     pub async fn ensure_sink(&self) -> Result<()> {
         let client = self.pool.get().await?;
-        client.batch_execute(&self.q.sink_create).await?;
+        client.batch_execute(&self.q.create).await?;
         Ok(())
     }
 
@@ -91,7 +95,7 @@ impl PostgresPublisher {
         let enqueued_at: Vec<chrono::DateTime<chrono::Utc>> =
             batch.iter().map(|m| m.created_at).collect();
         let stmt = client
-            .prepare_cached(&self.q.sink_insert)
+            .prepare_cached(&self.q.insert)
             .await
             .map_err(|e| classify(&e))?;
         client
@@ -151,6 +155,80 @@ impl Publisher for PostgresPublisher {
             .map(drop)
             .map_err(|e| classify(&e))
     }
+}
+
+/// One row of a sink table, as a consumer reads it. The envelope columns
+/// are `None` on rows published before the sink had them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublishedEvent {
+    /// The sink row's id (increasing in publish order).
+    pub id: i64,
+    /// The message's `event_id`.
+    pub event_id: Uuid,
+    /// The message's topic.
+    pub topic: String,
+    /// The payload.
+    pub payload: serde_json::Value,
+    /// The headers, as a JSON object.
+    pub headers: serde_json::Value,
+    /// The outbox message's id.
+    pub message_id: i64,
+    /// The event type.
+    pub event_type: Option<String>,
+    /// The event version.
+    pub event_version: Option<i32>,
+    /// The aggregate type.
+    pub aggregate_type: Option<String>,
+    /// The aggregate id.
+    pub aggregate_id: Option<String>,
+    /// When the producer enqueued the message.
+    pub enqueued_at: Option<DateTime<Utc>>,
+    /// When the relay published it.
+    pub created_at: DateTime<Utc>,
+    /// The publisher column (the relay id).
+    pub publisher: String,
+}
+
+/// Up to 1,000 rows of `schema`'s sink after row id `after` (exclusive),
+/// in id order: how a consumer of the sink reads it.
+pub async fn published_after(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    after: i64,
+) -> Result<Vec<PublishedEvent>> {
+    let rows = client
+        .query(&SinkQueries::new(schema).read_after, &[&after])
+        .await?;
+    Ok(rows
+        .iter()
+        .map(|r| PublishedEvent {
+            id: r.get("id"),
+            event_id: r.get("event_id"),
+            topic: r.get("topic"),
+            payload: r.get("payload"),
+            headers: r.get("headers"),
+            message_id: r.get("message_id"),
+            event_type: r.get("event_type"),
+            event_version: r.get("event_version"),
+            aggregate_type: r.get("aggregate_type"),
+            aggregate_id: r.get("aggregate_id"),
+            enqueued_at: r.get("enqueued_at"),
+            created_at: r.get("created_at"),
+            publisher: r.get("publisher"),
+        })
+        .collect())
+}
+
+/// How many times message `message_id` was written to `schema`'s sink.
+pub async fn published_count(
+    client: &tokio_postgres::Client,
+    schema: &Schema,
+    message_id: i64,
+) -> Result<i64> {
+    let row = client
+        .query_one(&SinkQueries::new(schema).count_for_message, &[&message_id])
+        .await?;
+    Ok(row.get("count"))
 }
 
 fn pool_error(e: deadpool_postgres::PoolError) -> PublishError {

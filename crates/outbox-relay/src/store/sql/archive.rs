@@ -2,7 +2,7 @@
 //! bounded batches, one short statement per batch.
 
 use super::render;
-use crate::Schema;
+use outbox::Schema;
 
 /// The columns shared by `messages`, `messages_sent` and `archived_messages`.
 const COLUMNS: &str = "id, event_id, event_type, event_version, aggregate_type, aggregate_id, \
@@ -16,26 +16,26 @@ const COLUMNS: &str = "id, event_id, event_type, event_version, aggregate_type, 
 /// The cutoff is fixed once per run ([`Self::cutoff`]) so a run ends even
 /// while new rows keep ageing past it.
 #[derive(Debug, Clone)]
-pub struct ArchiveQueries {
+pub(crate) struct ArchiveQueries {
     /// `$1 float8 seconds` → `now() - seconds`, on the database's clock.
-    pub cutoff: String,
+    pub(crate) cutoff: String,
     /// `$1 cutoff` → number of sent rows older than it.
-    pub count_sent: String,
+    pub(crate) count_sent: String,
     /// `$1 cutoff` → number of dead rows older than it.
-    pub count_dead: String,
+    pub(crate) count_dead: String,
     /// Move one batch of old sent rows to `archived_messages`.
-    pub move_sent: String,
+    pub(crate) move_sent: String,
     /// Delete one batch of old sent rows.
-    pub delete_sent: String,
+    pub(crate) delete_sent: String,
     /// Move one batch of old dead rows to `archived_messages`.
-    pub move_dead: String,
+    pub(crate) move_dead: String,
     /// Delete one batch of old dead rows.
-    pub delete_dead: String,
+    pub(crate) delete_dead: String,
 }
 
 impl ArchiveQueries {
     /// Renders the statements for `schema`.
-    pub fn new(schema: &Schema) -> Self {
+    pub(crate) fn new(schema: &Schema) -> Self {
         let r = |t: &str| render(t, schema);
         // SKIP LOCKED: two archivers (the relay's and an operator's) split
         // the work instead of queueing behind each other. The outer WHERE
@@ -58,9 +58,11 @@ impl ArchiveQueries {
             ))
         };
         Self {
-            cutoff: "SELECT now() - $1::float8 * interval '1 second'".to_owned(),
-            count_sent: r("SELECT count(*) FROM {schema}.messages_sent WHERE sent_at < $1"),
-            count_dead: r("SELECT count(*) FROM {schema}.messages \
+            cutoff: "SELECT now() - $1::float8 * interval '1 second' AS cutoff".to_owned(),
+            count_sent: r(
+                "SELECT count(*) AS count FROM {schema}.messages_sent WHERE sent_at < $1",
+            ),
+            count_dead: r("SELECT count(*) AS count FROM {schema}.messages \
                   WHERE status = 'dead' AND dead_at < $1"),
             move_sent: moving(sent),
             delete_sent: r(&format!("DELETE {sent}")),

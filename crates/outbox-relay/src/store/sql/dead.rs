@@ -1,44 +1,44 @@
 //! Dead-letter statements: list, show, replay, purge.
 
 use super::render;
-use crate::Schema;
+use outbox::Schema;
 
-/// Columns of a dead-letter row, in this order (`DeadQueries::list`,
+/// Columns of a dead-letter row, read by name (`DeadQueries::list`,
 /// `DeadQueries::get`).
-pub const DEAD_COLUMNS: &str = "id, event_id, event_type, event_version, aggregate_type, \
+pub(crate) const DEAD_COLUMNS: &str = "id, event_id, event_type, event_version, aggregate_type, \
      aggregate_id, topic, payload, headers, status, attempts, next_run_at, last_error, \
      dead_at, dead_reason, created_at";
 
 /// Statements over dead messages, for one schema.
 #[derive(Debug, Clone)]
-pub struct DeadQueries {
+pub(crate) struct DeadQueries {
     /// `$1 text topic (NULL = any), $2 int8 limit` → [`DEAD_COLUMNS`] of dead
     /// rows in id order.
-    pub list: String,
+    pub(crate) list: String,
     /// `$1 int8 id` → [`DEAD_COLUMNS`] of that message, whatever its status,
     /// from every live table (so "not dead" can be told from "not found").
-    pub get: String,
+    pub(crate) get: String,
     /// Replay in one statement: `$1 int8[] ids (NULL = any), $2 text topic
     /// (NULL = any), $3 text replayed_by (NULL = the database user)` → the
     /// replayed ids. Each dead row goes back to `pending` with attempts 0,
     /// due now, dead fields and last error cleared; what it died of is
     /// recorded in `dead_replays` by the same statement.
-    pub replay: String,
+    pub(crate) replay: String,
     /// `$1 int8[] ids (NULL = any), $2 text topic (NULL = any)` → `int8`
     /// count of matching dead rows that [`Self::replay`] skips because their
     /// headers break the `messages_headers_valid` rule (migration 6): back
     /// in `pending` they would violate the CHECK, so they stay dead until
     /// an operator fixes them.
-    pub unreplayable: String,
+    pub(crate) unreplayable: String,
     /// `$1 int8[] ids` → `(id, status)` of those that exist (live tables).
-    pub status_of: String,
+    pub(crate) status_of: String,
     /// `$1 float8 seconds` → rows deleted: dead rows whose `dead_at` is older.
-    pub purge: String,
+    pub(crate) purge: String,
 }
 
 impl DeadQueries {
     /// Renders the statements for `schema`.
-    pub fn new(schema: &Schema) -> Self {
+    pub(crate) fn new(schema: &Schema) -> Self {
         let r = |t: &str| render(t, schema);
         Self {
             list: r(&format!(
@@ -72,7 +72,7 @@ impl DeadQueries {
                         t.dead_reason, t.last_error \
                    FROM target t JOIN replayed USING (id) \
                  RETURNING message_id"),
-            unreplayable: r("SELECT count(*) FROM {schema}.messages \
+            unreplayable: r("SELECT count(*) AS count FROM {schema}.messages \
                   WHERE status = 'dead' \
                     AND ($1::int8[] IS NULL OR id = ANY($1)) \
                     AND ($2::text IS NULL OR topic = $2) \

@@ -2,11 +2,15 @@
 
 use anyhow::{bail, Context};
 use deadpool_postgres::Pool;
-use outbox::{sql::Queries, Delivery, Inbox, NewMessage, Outbox, Schema};
+use outbox::{Delivery, Inbox, NewMessage, Outbox, Schema};
 use outbox_relay::publishers::postgres::PostgresPublisher;
+use outbox_relay::publishers::postgres::{published_after, published_count};
 use outbox_relay::{Relay, RelayConfig, RetryPolicy, Store};
+use sql::DemoQueries;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod sql;
 
 /// `outbox demo`.
 #[derive(Debug, clap::Args)]
@@ -48,17 +52,17 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
 struct Demo {
     pool: Pool,
     schema: Schema,
-    q: Arc<Queries>,
+    q: Arc<DemoQueries>,
     outbox: Outbox,
 }
 
 impl Demo {
     async fn connect(url: &str, schema: Schema) -> anyhow::Result<Self> {
         let pool = crate::db::connect(url, 4).await?;
-        let q = Arc::new(Queries::new(&schema));
+        let q = Arc::new(DemoQueries::new(&schema));
         let client = pool.get().await?;
         outbox::migrate(&**client, &schema).await?;
-        client.batch_execute(&q.demo_create_orders).await?;
+        client.batch_execute(&q.create_orders).await?;
         Ok(Self {
             outbox: Outbox::with_schema(schema.clone()),
             pool,
@@ -69,7 +73,7 @@ impl Demo {
 
     fn relay_with(&self, config: RelayConfig) -> anyhow::Result<Relay<PostgresPublisher>> {
         let store = Store::new(self.pool.clone(), self.schema.clone());
-        let publisher = PostgresPublisher::new(self.pool.clone(), self.q.clone(), &config.relay_id);
+        let publisher = PostgresPublisher::new(self.pool.clone(), &self.schema, &config.relay_id);
         Ok(Relay::new(store, publisher, config)?)
     }
 
@@ -90,19 +94,19 @@ impl Demo {
         relay.leave().await;
         println!("{}", pass?);
         let client = self.pool.get().await?;
-        let row = client.query_one(&self.q.demo_counts, &[]).await?;
+        let row = client.query_one(&self.q.counts, &[]).await?;
         println!(
             "orders={} outbox_messages={} published_events={}",
-            row.get::<_, i64>(0),
-            row.get::<_, i64>(1),
-            row.get::<_, i64>(2)
+            row.get::<_, i64>("orders"),
+            row.get::<_, i64>("messages"),
+            row.get::<_, i64>("published")
         );
         Ok(())
     }
 
     async fn crash_window(&self) -> anyhow::Result<()> {
         let client = self.pool.get().await?;
-        let unsettled: i64 = client.query_one(&self.q.demo_unsettled, &[]).await?.get(0);
+        let unsettled: i64 = client.query_one(&self.q.unsettled, &[]).await?.get("count");
         if unsettled > 0 {
             bail!(
                 "crash-window needs no other unsent messages in schema {}, found {unsettled}: run `outbox demo relay` first",
@@ -155,9 +159,9 @@ impl Demo {
         let order_no = format!("ORD-{}", uuid::Uuid::now_v7().simple());
         let amount_cents: i64 = 1999;
         let order_id: i64 = tx
-            .query_one(&self.q.demo_insert_order, &[&order_no, &amount_cents])
+            .query_one(&self.q.insert_order, &[&order_no, &amount_cents])
             .await?
-            .get(0);
+            .get("id");
         let payload = serde_json::json!({
             "event_id": format!("order-{order_id}-created"),
             "order_id": order_id,
@@ -172,10 +176,7 @@ impl Demo {
 
     async fn published_count(&self, message_id: i64) -> anyhow::Result<i64> {
         let client = self.pool.get().await?;
-        Ok(client
-            .query_one(&self.q.sink_count_for_message, &[&message_id])
-            .await?
-            .get(0))
+        Ok(published_count(&client, &self.schema, message_id).await?)
     }
 
     /// An idempotent consumer: each delivery is handled in its own
@@ -186,22 +187,20 @@ impl Demo {
         let mut client = self.pool.get().await?;
         let (mut processed, mut skipped, mut after) = (0u64, 0u64, 0i64);
         loop {
-            let rows = client.query(&self.q.sink_read_after, &[&after]).await?;
-            if rows.is_empty() {
+            let events = published_after(&client, &self.schema, after).await?;
+            if events.is_empty() {
                 break;
             }
-            for row in rows {
-                after = row.get(0);
-                let event_id: uuid::Uuid = row.get(1);
-                let topic: String = row.get(2);
-                let payload: serde_json::Value = row.get(3);
+            for event in events {
+                after = event.id;
+                let (event_id, topic, payload) = (event.event_id, event.topic, event.payload);
                 let tx = client.transaction().await?;
-                match inbox.record(&*tx, &event_id.to_string(), &topic).await? {
+                match inbox.record(&*tx, event_id, &topic).await? {
                     Delivery::First => {
                         let order_id = payload["order_id"]
                             .as_i64()
                             .context("order.created payload without order_id")?;
-                        tx.execute(&self.q.demo_confirm_order, &[&order_id]).await?;
+                        tx.execute(&self.q.confirm_order, &[&order_id]).await?;
                         processed += 1;
                     }
                     Delivery::Duplicate => skipped += 1,
@@ -215,8 +214,9 @@ impl Demo {
 
     async fn tour(&self) -> anyhow::Result<()> {
         let client = self.pool.get().await?;
-        let row = client.query_one(&self.q.demo_counts, &[]).await?;
-        let (orders, messages, published): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        let row = client.query_one(&self.q.counts, &[]).await?;
+        let (orders, messages, published): (i64, i64, i64) =
+            (row.get("orders"), row.get("messages"), row.get("published"));
         if orders + messages + published > 0 {
             bail!(
                 "schema {} already holds demo data; the tour needs a fresh schema: pass --schema <new name> or use a fresh database",
