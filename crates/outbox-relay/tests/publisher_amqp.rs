@@ -241,6 +241,16 @@ async fn delivers_every_field_intact() {
     }
 }
 
+/// The `message_id` of every delivery read back, sorted.
+fn message_ids(got: &[serde_json::Value]) -> Vec<String> {
+    let mut ids: Vec<String> = got
+        .iter()
+        .map(|d| d["properties"]["message_id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
 #[tokio::test]
 async fn unroutable_messages_are_permanent_and_the_rest_of_the_batch_goes_through() {
     let exchange = format!("outbox_t_{}", suffix());
@@ -261,15 +271,9 @@ async fn unroutable_messages_are_permanent_and_the_rest_of_the_batch_goes_throug
         "{e}"
     );
 
-    let got = reader.finish().await;
-    let mut ids: Vec<_> = got
-        .iter()
-        .map(|d| d["properties"]["message_id"].as_str().unwrap().to_owned())
-        .collect();
-    ids.sort();
     let mut want = vec![batch[0].event_id.to_string(), batch[2].event_id.to_string()];
     want.sort();
-    assert_eq!(ids, want);
+    assert_eq!(message_ids(&reader.finish().await), want);
 }
 
 /// RabbitMQ may confirm a run of publishes with one multiple ack, and lapin
@@ -304,14 +308,8 @@ async fn in_a_large_mixed_batch_each_unroutable_message_and_only_it_fails() {
             }
         }
     }
-    let got = reader.finish().await;
-    let mut ids: Vec<_> = got
-        .iter()
-        .map(|d| d["properties"]["message_id"].as_str().unwrap().to_owned())
-        .collect();
-    ids.sort();
     sent.sort();
-    assert_eq!(ids, sent);
+    assert_eq!(message_ids(&reader.finish().await), sent);
 }
 
 #[tokio::test]
