@@ -409,3 +409,28 @@ fn the_readme_database_url_is_the_one_the_tests_use() {
         "outbox-testkit defaults to another DATABASE_URL than the README's {url}"
     );
 }
+
+/// README "Operations": `outbox relay --archive-after 7d` (in the prose, not
+/// a `sh` block; no other test starts the binary with it) starts, says it
+/// runs, and ends cleanly on SIGTERM.
+#[tokio::test]
+async fn the_relay_with_archive_after_starts_as_written() {
+    use std::io::{BufRead, BufReader};
+    let t = TestSchema::new("readme_archive_after").await;
+    assert!(readme().contains("`outbox relay --archive-after 7d`"));
+    let mut child = common::bare(&["relay", "--archive-after", "7d"])
+        .env("OUTBOX_SCHEMA", t.name())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(first.contains("relay running"), "{first}");
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let _: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().unwrap().success(), "a clean exit on SIGTERM");
+}
