@@ -431,6 +431,10 @@ async fn the_relay_with_archive_after_starts_as_written() {
         .args(["-TERM", &child.id().to_string()])
         .status()
         .unwrap();
-    let _: Vec<String> = lines.map_while(Result::ok).collect();
-    assert!(child.wait().unwrap().success(), "a clean exit on SIGTERM");
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let status = child.wait().unwrap();
+    assert!(
+        status.success(),
+        "a clean exit on SIGTERM: {status:?} {rest:?}"
+    );
 }
