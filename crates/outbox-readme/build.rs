@@ -7,7 +7,12 @@ use std::path::PathBuf;
 
 fn main() {
     let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").unwrap());
-    let readme = dir.join("../../README.md");
+    // In the workspace, the workspace README; in a packaged copy (`cargo
+    // package` verifies one), the copy Cargo put next to the manifest.
+    let readme = [dir.join("README.md"), dir.join("../../README.md")]
+        .into_iter()
+        .find(|p| p.exists())
+        .expect("the workspace README.md");
     println!("cargo::rerun-if-changed={}", readme.display());
     let text = std::fs::read_to_string(&readme).expect("the workspace README.md");
     let mut out = String::with_capacity(text.len());

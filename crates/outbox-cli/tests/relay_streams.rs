@@ -136,6 +136,51 @@ async fn relay_once_to_redis_streams() {
     assert_eq!(sent, MESSAGES as i64);
 }
 
+/// README "Run the relay": `outbox relay --publisher redis://127.0.0.1:6379`
+/// as written (the schema through `OUTBOX_SCHEMA`), running until SIGINT.
+#[tokio::test]
+async fn the_readme_relay_runs_against_redis_until_sigint() {
+    let db = TestSchema::new("readme_redis").await;
+    let topic = unique("readme_orders");
+    let enqueued = enqueue(&db, &topic).await;
+    let mut relay = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .env("DATABASE_URL", outbox_testkit::database_url())
+        .env("OUTBOX_SCHEMA", db.name())
+        .args(["relay", "--publisher", "redis://127.0.0.1:6379"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("run outbox");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let sent = "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'";
+    while db.count(sent).await < MESSAGES as i64 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the relay did not send {MESSAGES} messages within 60 s"
+        );
+        assert!(relay.try_wait().unwrap().is_none(), "the relay exited");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Command::new("kill")
+        .args(["-INT", &relay.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(relay.wait().unwrap().success(), "a clean exit on SIGINT");
+
+    let entries = readback("redis_readback.py", &["redis://127.0.0.1:6379", &topic]);
+    let got: BTreeSet<Uuid> = entries
+        .iter()
+        .map(|e| event_id(&e["fields"]["event_id"]))
+        .collect();
+    assert_eq!(
+        got,
+        ids(&enqueued),
+        "the stream named by the topic holds them all"
+    );
+    // The stream is this test's own (a random topic); leave nothing behind.
+    let _ = Command::new("redis-cli").args(["DEL", &topic]).output();
+}
+
 #[tokio::test]
 async fn relay_once_to_nats_jetstream() {
     let db = TestSchema::new("relay_nats").await;

@@ -141,20 +141,25 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Cancels `token` on SIGINT or SIGTERM.
-async fn signal_shutdown(token: CancellationToken) {
+/// Cancels `token` on SIGINT or SIGTERM. The handlers are installed when
+/// this is called, before the startup line, so a signal sent as soon as the
+/// relay says it runs already ends it cleanly.
+fn signal_shutdown(token: CancellationToken) -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
+    let handlers = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+    );
+    async move {
+        let (Ok(mut term), Ok(mut int)) = handlers else {
+            tracing::error!("cannot install signal handlers");
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::info!("shutdown requested; finishing the batch in flight");
+        token.cancel();
     }
-    tracing::info!("shutdown requested; finishing the batch in flight");
-    token.cancel();
 }
