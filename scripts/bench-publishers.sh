@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Drains N committed rows (default 20000) through each publisher with the
 # release binary and prints messages/s, the median of RUNS runs (default 3).
-# Not part of the tests: nothing here is asserted.
+# Nothing here is asserted (cli_bench.rs only runs it, small, on postgres).
 #
 #   scripts/bench-publishers.sh [postgres amqp mqtt http redis asynq nats]
+#   N=300 RUNS=1 OUTBOX_BIN=path/to/outbox scripts/bench-publishers.sh postgres
 #
 # Each run: a fresh schema, N rows inserted in one statement, then
 # `outbox relay --batch-size 500` runs until every row is sent (polled in the
@@ -15,16 +16,35 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
-ensure_services postgres rabbitmq mosquitto redis nats
+
+publishers=(${@:-postgres amqp mqtt http})
+# Only the services the publishers asked for are checked (and started).
+services=(postgres)
+for pub in "${publishers[@]}"; do
+  case $pub in
+    postgres | http) ;;
+    amqp) services+=(rabbitmq) ;;
+    mqtt) services+=(mosquitto) ;;
+    redis | asynq) services+=(redis) ;;
+    nats) services+=(nats) ;;
+    *) echo "bench-publishers.sh: unknown publisher $pub (postgres amqp mqtt http redis asynq nats)" >&2; exit 2 ;;
+  esac
+done
+ensure_services $(printf '%s\n' "${services[@]}" | sort -u)
 
 N=${N:-20000}
 RUNS=${RUNS:-3}
 BATCH=${BATCH:-500}
-BIN=target/release/outbox
+BIN=${OUTBOX_BIN:-target/release/outbox}
 PY=target/pyenv/bin/python
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 [[ -x $BIN ]] || cargo build --release -p outbox-cli
-[[ -x $PY ]] || { echo "run scripts/test.sh once first (it makes $PY)" >&2; exit 1; }
+for pub in "${publishers[@]}"; do
+  case $pub in
+    amqp | nats | http)
+      [[ -x $PY ]] || { echo "run scripts/test.sh once first (it makes $PY)" >&2; exit 1; } ;;
+  esac
+done
 
 sql() { psql "$DATABASE_URL" -qAtX -v ON_ERROR_STOP=1 -c "$1"; }
 
@@ -96,15 +116,12 @@ run_once() { # publisher -> prints msgs/s
   fi
   [[ $pub == nats ]] && nats_delete_stream "BENCH_$tag"
   sql "DROP SCHEMA $schema CASCADE" 2>/dev/null
-  rate=$(echo "$N / ($end - $start)" | bc -l)
-  printf '%.0f\n' "$rate"
+  awk -v n="$N" -v s="$start" -v e="$end" 'BEGIN { printf "%.0f\n", n / (e - s) }'
 }
 
-for pub in "${@:-postgres amqp mqtt http}"; do
-  for pub1 in $pub; do
-    rates=()
-    for ((i = 0; i < RUNS; i++)); do rates+=("$(run_once "$pub1")"); done
-    median=$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(((RUNS + 1) / 2))p")
-    echo "$pub1: ${median} msg/s (median of $RUNS; runs: ${rates[*]}; N=$N, batch=$BATCH)"
-  done
+for pub in "${publishers[@]}"; do
+  rates=()
+  for ((i = 0; i < RUNS; i++)); do rates+=("$(run_once "$pub")"); done
+  median=$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(((RUNS + 1) / 2))p")
+  echo "$pub: ${median} msg/s (median of $RUNS; runs: ${rates[*]}; N=$N, batch=$BATCH)"
 done

@@ -120,3 +120,38 @@ fn bad_numbers_are_refused_before_anything_runs() {
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
     }
 }
+
+/// The README's publisher figures come from scripts/bench-publishers.sh:
+/// run it small, on the postgres publisher (PostgreSQL alone), with this
+/// build's binary; it prints one median line per publisher, and refuses a
+/// publisher it does not know before running anything.
+#[test]
+fn the_publishers_benchmark_script_runs_and_refuses_an_unknown_publisher() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let script = root.join("scripts/bench-publishers.sh");
+    let out = std::process::Command::new(&script)
+        .arg("postgres")
+        .env("N", "200")
+        .env("RUNS", "1")
+        .env("OUTBOX_BIN", env!("CARGO_BIN_EXE_outbox"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rate: f64 = stdout
+        .strip_prefix("postgres: ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no rate line: {stdout}"));
+    assert!(rate > 0.0, "{stdout}");
+    let bad = std::process::Command::new(&script)
+        .arg("kafkaa")
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown publisher kafkaa"));
+}
