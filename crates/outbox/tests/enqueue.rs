@@ -175,6 +175,16 @@ async fn a_caller_chosen_event_id_is_unique() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Database { .. }), "{err}");
+    // The driver's error is the source, not repeated in the message.
+    assert_eq!(err.to_string(), "database error");
+    let source = std::error::Error::source(&err).expect("the driver's error is chained");
+    let pg = source
+        .downcast_ref::<tokio_postgres::Error>()
+        .expect("a tokio-postgres error");
+    assert_eq!(
+        pg.code(),
+        Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+    );
 }
 
 #[tokio::test]

@@ -234,7 +234,7 @@ pub async fn published_count(
 fn pool_error(e: deadpool_postgres::PoolError) -> PublishError {
     PublishError::retryable(format!(
         "sink database unreachable: {}",
-        crate::describe_pool_error(&e)
+        crate::error_chain(&e)
     ))
 }
 
