@@ -122,14 +122,9 @@ impl PostgresPublisher {
 }
 
 impl Publisher for PostgresPublisher {
-    fn name(&self) -> &str {
-        "postgres"
-    }
-
+    const NAME: &'static str = "postgres";
     // One INSERT for the whole batch: all of it or none.
-    fn batch_order(&self) -> crate::BatchOrder {
-        crate::BatchOrder::Atomic
-    }
+    const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Atomic;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         match self.insert(batch).await {
