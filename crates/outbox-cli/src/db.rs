@@ -16,9 +16,12 @@ pub fn require_url(url: Option<String>) -> anyhow::Result<String> {
 /// here with one sentence instead of later.
 pub async fn connect(url: &str, max_size: usize) -> anyhow::Result<deadpool_postgres::Pool> {
     let pool = outbox_relay::pool(url, max_size)?;
-    pool.get()
-        .await
-        .with_context(|| format!("cannot connect to {}", redact_url(url)))?;
+    // The connection goes back to the pool: it only proved the URL works.
+    drop(
+        pool.get()
+            .await
+            .with_context(|| format!("cannot connect to {}", redact_url(url)))?,
+    );
     Ok(pool)
 }
 
