@@ -58,6 +58,9 @@ impl<P> Counting<P> {
 }
 
 impl<P: Publisher> Publisher for Counting<P> {
+    const NAME: &'static str = P::NAME;
+    const BATCH_ORDER: BatchOrder = P::BATCH_ORDER;
+
     fn name(&self) -> &str {
         self.inner.name()
     }

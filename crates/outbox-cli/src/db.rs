@@ -1,7 +1,7 @@
 //! Connecting: the URL from `--database-url`/`DATABASE_URL`, or for the demo
 //! a throwaway PostgreSQL.
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use outbox_relay::publishers::redact_url;
 
 /// The outbox database URL, or a clear error naming `DATABASE_URL`.
@@ -16,13 +16,12 @@ pub fn require_url(url: Option<String>) -> anyhow::Result<String> {
 /// here with one sentence instead of later.
 pub async fn connect(url: &str, max_size: usize) -> anyhow::Result<deadpool_postgres::Pool> {
     let pool = outbox_relay::pool(url, max_size)?;
-    if let Err(e) = pool.get().await {
-        bail!(
-            "cannot connect to {}: {}",
-            redact_url(url),
-            outbox_relay::describe_pool_error(&e)
-        );
-    }
+    // The connection goes back to the pool: it only proved the URL works.
+    drop(
+        pool.get()
+            .await
+            .with_context(|| format!("cannot connect to {}", redact_url(url)))?,
+    );
     Ok(pool)
 }
 

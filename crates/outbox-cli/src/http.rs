@@ -113,7 +113,7 @@ impl Probes {
         let (database, publisher) = tokio::join!(
             async {
                 match tokio::time::timeout(PROBE_TIMEOUT, self.store.ping()).await {
-                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Ok(r) => r.map_err(|e| outbox_relay::error_chain(&e)),
                     Err(_) => Err(timed("database")),
                 }
             },

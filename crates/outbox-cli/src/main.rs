@@ -113,7 +113,7 @@ fn main() -> ExitCode {
             ExitCode::from(130)
         }
         Ok(Err(e)) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", outbox_relay::error_chain(e.as_ref()));
             ExitCode::FAILURE
         }
         Err(p) => {

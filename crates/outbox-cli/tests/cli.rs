@@ -253,6 +253,24 @@ fn passwords_in_urls_are_never_printed() {
     assert!(err.contains("app:***@"), "{err}");
 }
 
+/// A refused connection is one line: what the command could not do, then
+/// the cause from the operating system, said once.
+#[test]
+fn a_refused_connection_says_its_cause_once() {
+    let o = Command::new(env!("CARGO_BIN_EXE_outbox"))
+        .env("DATABASE_URL", "postgres://app@127.0.0.1:1/db")
+        .args(["stats"])
+        .output()
+        .unwrap();
+    let err = failure(&o);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("error: cannot connect to postgres://app@127.0.0.1:1/db: "),
+        "{err}"
+    );
+    assert_eq!(err.matches("Connection refused").count(), 1, "{err}");
+}
+
 /// A reader that goes away (`outbox config check | head -1`) ends the
 /// command quietly, as SIGPIPE would: no panic, status 141.
 #[test]

@@ -104,6 +104,25 @@ async fn relay_and_producer_work_under_the_granted_roles_only() {
     .await;
 }
 
+/// A statement the server refuses is one line on stderr with the server's
+/// message said once, though it travels as a chain (the command's, the
+/// library's "database error", the driver's).
+#[tokio::test]
+async fn a_refused_statement_prints_the_server_message_once() {
+    let t = TestSchema::unmigrated("cli_grants_refused").await;
+    let role = format!("t_nobody_{:08x}", rand::random::<u32>());
+    t.exec(&format!("CREATE ROLE {role} LOGIN;")).await;
+
+    let (ok, _, err) = outbox_as(&role, t.name(), &["migrate"]);
+    assert!(!ok, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.starts_with("error: database error: "), "{err}");
+    assert_eq!(err.matches("permission denied").count(), 1, "{err}");
+    assert!(err.contains("(SQLSTATE 42501)"), "{err}");
+
+    t.exec(&format!("DROP ROLE {role};")).await;
+}
+
 /// Runs `sql` as whoever `client` is, expecting PostgreSQL to refuse it for
 /// lack of privilege.
 async fn denied(client: &tokio_postgres::Client, sql: &str) {

@@ -170,7 +170,9 @@ impl Archiver {
                     "archived old messages"
                 ),
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "archiving failed; will retry"),
+                Err(e) => {
+                    tracing::warn!(error = %crate::error_chain(&e), "archiving failed; will retry")
+                }
             }
         }
     }

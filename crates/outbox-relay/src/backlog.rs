@@ -60,7 +60,7 @@ impl BacklogGauges {
     pub async fn run(&self, shutdown: CancellationToken) {
         while !shutdown.is_cancelled() {
             if let Err(e) = self.run_once().await {
-                tracing::warn!(error = %e, "could not count the backlog for metrics");
+                tracing::warn!(error = %crate::error_chain(&e), "could not count the backlog for metrics");
             }
             tokio::select! {
                 _ = shutdown.cancelled() => break,

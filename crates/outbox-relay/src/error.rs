@@ -2,14 +2,14 @@
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The database returned an error or the connection failed.
-    /// (The driver's error is kept but not chained as a source: the message
-    /// already says everything, and chained it would print twice.)
-    #[error("database error: {}", outbox::describe_tokio_postgres(.0))]
-    Database(tokio_postgres::Error),
-    /// No connection could be taken from the pool.
-    #[error("cannot connect to the database: {}", describe_pool_error(.0))]
-    Pool(deadpool_postgres::PoolError),
+    /// The database returned an error or the connection failed (the
+    /// driver's error is the source).
+    #[error("database error")]
+    Database(#[source] tokio_postgres::Error),
+    /// No connection could be taken from the pool (the pool's error is the
+    /// source).
+    #[error("cannot connect to the database")]
+    Pool(#[source] deadpool_postgres::PoolError),
     /// The outbox tables are missing in the schema.
     #[error("schema {0} has no outbox tables; run `outbox migrate` (or outbox::migrate) first")]
     NotMigrated(String),
@@ -65,13 +65,37 @@ impl From<deadpool_postgres::PoolError> for Error {
     }
 }
 
-/// One readable line for a pool error: the server's own message when there
-/// is one, not deadpool's and tokio-postgres' wrappers around it.
-pub fn describe_pool_error(e: &deadpool_postgres::PoolError) -> String {
-    match e {
-        deadpool_postgres::PoolError::Backend(pg) => outbox::describe_tokio_postgres(pg),
-        other => other.to_string(),
+/// `error` and its chain of causes as one line, `outer: inner: … : root`,
+/// each said once: for logs and for the command line, where a bare
+/// `Display` would show only the outer layer.
+///
+/// A link whose text the line already holds is skipped (some libraries
+/// print their source inside their own message, as sqlx does), and a
+/// tokio-postgres error (bare, or as a pool's backend error) ends the line
+/// with the server's message and SQLSTATE: its own text is only
+/// "db error", and its source repeats what that description says.
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = String::new();
+    let mut link = Some(error);
+    while let Some(e) = link {
+        let pg = match e.downcast_ref::<deadpool_postgres::PoolError>() {
+            Some(deadpool_postgres::PoolError::Backend(pg)) => Some(pg),
+            _ => e.downcast_ref::<tokio_postgres::Error>(),
+        };
+        let (text, next) = match pg {
+            Some(pg) => (outbox::describe_tokio_postgres(pg), None),
+            None => (e.to_string(), e.source()),
+        };
+        let text = text.trim_end();
+        if !text.is_empty() && !line.contains(text) {
+            if !line.is_empty() {
+                line.push_str(": ");
+            }
+            line.push_str(text);
+        }
+        link = next;
     }
+    line
 }
 
 impl From<tokio_postgres::Error> for Error {
@@ -82,3 +106,60 @@ impl From<tokio_postgres::Error> for Error {
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    fn chain(texts: &[&'static str]) -> Layer {
+        texts
+            .iter()
+            .rev()
+            .fold(None, |inner, t| Some(Layer(t, inner.map(Box::new))))
+            .unwrap()
+    }
+
+    #[test]
+    fn each_layer_once_in_order() {
+        let e = chain(&["relay failed", "cannot connect to the database", "refused"]);
+        assert_eq!(
+            error_chain(&e),
+            "relay failed: cannot connect to the database: refused"
+        );
+    }
+
+    #[test]
+    fn a_layer_that_already_printed_its_source_is_not_repeated() {
+        let e = chain(&["database error", "returned: no such table", "no such table"]);
+        assert_eq!(error_chain(&e), "database error: returned: no such table");
+    }
+
+    #[test]
+    fn an_anyhow_context_chain_is_walked() {
+        let e = anyhow::Error::new(chain(&["root"])).context("outer");
+        assert_eq!(error_chain(e.as_ref()), "outer: root");
+    }
+
+    #[test]
+    fn the_outbox_library_error_chains_its_driver_error() {
+        let e = crate::Error::from(outbox::Error::database(chain(&["server said no"])));
+        assert!(std::error::Error::source(&e).is_some());
+        assert_eq!(e.to_string(), "database error");
+        assert_eq!(error_chain(&e), "database error: server said no");
+    }
+}

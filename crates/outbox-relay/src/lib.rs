@@ -45,7 +45,7 @@ pub use backlog::BacklogGauges;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dead::{DeadLetters, NotReplayed, ReplayTarget};
 pub use envelope::Envelope;
-pub use error::{describe_pool_error, Error, Result};
+pub use error::{error_chain, Error, Result};
 pub use message::Message;
 pub use publisher::{BatchOrder, ErrorClass, Outcome, PublishError, Publisher};
 pub use relay::{PassStats, PublishedBatch, Relay, RelayConfig};

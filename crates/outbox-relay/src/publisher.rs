@@ -105,8 +105,20 @@ pub enum BatchOrder {
 /// and must only report `Ok` once the destination has durably accepted the
 /// message (a confirm, an ack, a committed insert).
 pub trait Publisher: Send + Sync {
-    /// Short name for logs and metrics (`postgres`, `redis`, ...).
-    fn name(&self) -> &str;
+    /// Short name for logs and metrics (`postgres`, `redis`, ...): what
+    /// [`name`](Self::name) says unless it is overridden.
+    const NAME: &'static str = "custom";
+
+    /// Whether a batch may carry several messages of one aggregate: what
+    /// [`batch_order`](Self::batch_order) says unless it is overridden. The
+    /// default is the safe one, one message per aggregate at a time.
+    const BATCH_ORDER: BatchOrder = BatchOrder::Concurrent;
+
+    /// Short name for logs and metrics; [`NAME`](Self::NAME) unless the
+    /// value decides (as [`crate::publishers::AnyPublisher`]'s does).
+    fn name(&self) -> &str {
+        Self::NAME
+    }
 
     /// Publishes a batch.
     fn publish(&self, batch: &[Message]) -> impl Future<Output = Vec<Outcome>> + Send;
@@ -114,14 +126,16 @@ pub trait Publisher: Send + Sync {
     /// Checks the destination is reachable.
     fn check(&self) -> impl Future<Output = Result<(), PublishError>> + Send;
 
-    /// Whether a batch may carry several messages of one aggregate; the
-    /// default is the safe one, one message per aggregate at a time.
+    /// Whether a batch may carry several messages of one aggregate;
+    /// [`BATCH_ORDER`](Self::BATCH_ORDER) unless the value decides.
     fn batch_order(&self) -> BatchOrder {
-        BatchOrder::Concurrent
+        Self::BATCH_ORDER
     }
 }
 
 impl<P: Publisher> Publisher for std::sync::Arc<P> {
+    const NAME: &'static str = P::NAME;
+    const BATCH_ORDER: BatchOrder = P::BATCH_ORDER;
     fn name(&self) -> &str {
         (**self).name()
     }

@@ -30,16 +30,16 @@ pub enum Error {
     #[error("invalid message: {0}")]
     InvalidMessage(InvalidMessage),
     /// The payload could not be serialized to JSON; nothing was written.
-    #[error("payload is not serializable to JSON: {0}")]
+    #[error("payload is not serializable to JSON")]
     Serialize(#[from] serde_json::Error),
-    /// The database returned an error.
-    #[error("database error: {message}")]
+    /// The database returned an error, or the connection failed. The
+    /// driver's error is the [`source`](std::error::Error::source): print
+    /// the chain (e.g. `{:#}` with anyhow) to see the server's message.
+    #[error("database error")]
     Database {
-        /// The server's message (with SQLSTATE) or the driver's.
-        message: String,
-        /// The driver's error (not chained as a source: `message` already
-        /// says everything, and chained it would print twice).
-        cause: Box<dyn std::error::Error + Send + Sync + 'static>,
+        /// The driver's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
 }
 
@@ -103,22 +103,17 @@ impl fmt::Display for InvalidMessage {
 }
 
 impl Error {
-    /// Wraps a driver error, keeping its message readable.
+    /// Wraps a driver error (tokio-postgres, sqlx) as its source.
     pub fn database(e: impl std::error::Error + Send + Sync + 'static) -> Self {
         Self::Database {
-            message: e.to_string(),
-            cause: Box::new(e),
+            source: Box::new(e),
         }
     }
 
-    /// Wraps a tokio-postgres error: its `Display` says only "db error", so
-    /// the server's message and SQLSTATE are taken from the error itself.
+    /// Wraps a tokio-postgres error as the source.
     #[cfg(feature = "tokio-postgres")]
     pub fn from_tokio_postgres(e: tokio_postgres::Error) -> Self {
-        Self::Database {
-            message: describe_tokio_postgres(&e),
-            cause: Box::new(e),
-        }
+        Self::database(e)
     }
 }
 

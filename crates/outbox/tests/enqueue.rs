@@ -175,6 +175,16 @@ async fn a_caller_chosen_event_id_is_unique() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::Database { .. }), "{err}");
+    // The driver's error is the source, not repeated in the message.
+    assert_eq!(err.to_string(), "database error");
+    let source = std::error::Error::source(&err).expect("the driver's error is chained");
+    let pg = source
+        .downcast_ref::<tokio_postgres::Error>()
+        .expect("a tokio-postgres error");
+    assert_eq!(
+        pg.code(),
+        Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
+    );
 }
 
 #[tokio::test]
@@ -201,7 +211,12 @@ async fn a_schema_from_a_newer_build_is_refused() {
         .await;
     let client = tokio_client().await;
     let err = outbox::migrate(&client, &t.schema).await.unwrap_err();
-    assert!(err.to_string().contains("newer outbox"), "{err}");
+    // The server's refusal is the source of the library's error.
+    let pg = std::error::Error::source(&err)
+        .and_then(|s| s.downcast_ref::<tokio_postgres::Error>())
+        .expect("the driver's error is chained");
+    let text = outbox::describe_tokio_postgres(pg);
+    assert!(text.contains("newer outbox"), "{text}");
 }
 
 #[tokio::test]

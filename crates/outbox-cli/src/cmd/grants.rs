@@ -1,3 +1,4 @@
+use anyhow::Context;
 use outbox::Schema;
 
 /// `outbox grants`.
@@ -23,12 +24,10 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     let pool = crate::db::connect(&crate::db::require_url(url)?, 1).await?;
     let client = pool.get().await?;
     // One implicit transaction: all the grants, or none.
-    client.batch_execute(&sql).await.map_err(|e| {
-        anyhow::anyhow!(
-            "granting failed, nothing granted: {}",
-            outbox::describe_tokio_postgres(&e)
-        )
-    })?;
+    client
+        .batch_execute(&sql)
+        .await
+        .context("granting failed, nothing granted")?;
     println!(
         "granted: producer {} and relay {} on schema {schema}",
         args.producer, args.relay

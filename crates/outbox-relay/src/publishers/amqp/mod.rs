@@ -347,14 +347,9 @@ impl AmqpPublisher {
 }
 
 impl Publisher for AmqpPublisher {
-    fn name(&self) -> &str {
-        "amqp"
-    }
-
+    const NAME: &'static str = "amqp";
     // One channel with confirms: the broker keeps publish order.
-    fn batch_order(&self) -> crate::BatchOrder {
-        crate::BatchOrder::Sequential
-    }
+    const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Sequential;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         // Held for the whole batch: its confirms are awaited on this channel.

@@ -106,14 +106,9 @@ impl AsynqPublisher {
 }
 
 impl Publisher for AsynqPublisher {
-    fn name(&self) -> &str {
-        "asynq"
-    }
-
+    const NAME: &'static str = "asynq";
     // Pipelined commands on one connection, applied in order.
-    fn batch_order(&self) -> crate::BatchOrder {
-        crate::BatchOrder::Sequential
-    }
+    const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Sequential;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         if batch.is_empty() {

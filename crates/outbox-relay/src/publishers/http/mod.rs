@@ -94,14 +94,9 @@ impl HttpPublisher {
 }
 
 impl Publisher for HttpPublisher {
-    fn name(&self) -> &str {
-        "http"
-    }
-
+    const NAME: &'static str = "http";
     // Requests go out in parallel and may overtake each other.
-    fn batch_order(&self) -> crate::BatchOrder {
-        crate::BatchOrder::Concurrent
-    }
+    const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Concurrent;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         // Collected first: a lazy `map` here trips rustc's Send inference

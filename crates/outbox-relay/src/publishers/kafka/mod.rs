@@ -139,14 +139,9 @@ fn producer(config: &KafkaConfig) -> Result<FutureProducer> {
 }
 
 impl Publisher for KafkaPublisher {
-    fn name(&self) -> &str {
-        "kafka"
-    }
-
+    const NAME: &'static str = "kafka";
     // The idempotent producer keeps order per partition, and the key (the aggregate id) picks the partition.
-    fn batch_order(&self) -> crate::BatchOrder {
-        crate::BatchOrder::Sequential
-    }
+    const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Sequential;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let producer = self.current();

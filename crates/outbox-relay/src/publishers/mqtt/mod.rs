@@ -252,14 +252,9 @@ impl MqttPublisher {
 }
 
 impl Publisher for MqttPublisher {
-    fn name(&self) -> &str {
-        "mqtt"
-    }
-
+    const NAME: &'static str = "mqtt";
     // QoS 1 publishes may be retransmitted out of order.
-    fn batch_order(&self) -> crate::BatchOrder {
-        crate::BatchOrder::Concurrent
-    }
+    const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Concurrent;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         // Held for the whole batch: acks map to messages by packet id in

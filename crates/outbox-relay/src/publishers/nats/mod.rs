@@ -146,14 +146,9 @@ fn check_subject(subject: &str, allow_reserved: bool) -> Result<(), PublishError
 }
 
 impl Publisher for NatsPublisher {
-    fn name(&self) -> &str {
-        "nats"
-    }
-
+    const NAME: &'static str = "nats";
     // Published in order on one connection; acks awaited after.
-    fn batch_order(&self) -> crate::BatchOrder {
-        crate::BatchOrder::Sequential
-    }
+    const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Sequential;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let js = match self.context().await {

@@ -122,14 +122,9 @@ impl PostgresPublisher {
 }
 
 impl Publisher for PostgresPublisher {
-    fn name(&self) -> &str {
-        "postgres"
-    }
-
+    const NAME: &'static str = "postgres";
     // One INSERT for the whole batch: all of it or none.
-    fn batch_order(&self) -> crate::BatchOrder {
-        crate::BatchOrder::Atomic
-    }
+    const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Atomic;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         match self.insert(batch).await {
@@ -234,7 +229,7 @@ pub async fn published_count(
 fn pool_error(e: deadpool_postgres::PoolError) -> PublishError {
     PublishError::retryable(format!(
         "sink database unreachable: {}",
-        crate::describe_pool_error(&e)
+        crate::error_chain(&e)
     ))
 }
 

@@ -85,14 +85,9 @@ impl RedisPublisher {
 }
 
 impl Publisher for RedisPublisher {
-    fn name(&self) -> &str {
-        "redis"
-    }
-
+    const NAME: &'static str = "redis";
     // Pipelined XADDs on one connection, applied in order.
-    fn batch_order(&self) -> crate::BatchOrder {
-        crate::BatchOrder::Sequential
-    }
+    const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Sequential;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         if batch.is_empty() {
