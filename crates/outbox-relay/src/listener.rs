@@ -40,7 +40,7 @@ pub(crate) async fn listen(
                             }
                             Ok(_) => {}
                             Err(e) => {
-                                tracing::warn!(error = %e, "LISTEN connection lost");
+                                tracing::warn!(error = %crate::error_chain(&e), "LISTEN connection lost");
                                 break;
                             }
                         }

@@ -23,7 +23,7 @@ where
 {
     while !shutdown.is_cancelled() {
         if let Err(e) = task().await {
-            tracing::warn!(error = %e, "{what}");
+            tracing::warn!(error = %crate::error_chain(&e), "{what}");
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
@@ -66,7 +66,7 @@ impl<P: Publisher> Relay<P> {
         let archiver = match Archiver::new(self.store.clone(), config) {
             Ok(a) => a,
             Err(e) => {
-                tracing::error!(error = %e, "archiver not started");
+                tracing::error!(error = %crate::error_chain(&e), "archiver not started");
                 return;
             }
         };
@@ -74,7 +74,7 @@ impl<P: Publisher> Relay<P> {
         // near their steady size without churning on every pass.
         let every = (after / 4).clamp(Duration::from_secs(10), Duration::from_secs(3600));
         if let Err(e) = archiver.run(shutdown.clone(), every).await {
-            tracing::error!(error = %e, "archiver stopped");
+            tracing::error!(error = %crate::error_chain(&e), "archiver stopped");
         }
     }
 
@@ -84,7 +84,9 @@ impl<P: Publisher> Relay<P> {
         };
         match BacklogGauges::new(self.store.clone(), backlog::Config { interval }) {
             Ok(g) => g.run(shutdown.clone()).await,
-            Err(e) => tracing::error!(error = %e, "backlog gauges not started"),
+            Err(e) => {
+                tracing::error!(error = %crate::error_chain(&e), "backlog gauges not started")
+            }
         }
     }
 }

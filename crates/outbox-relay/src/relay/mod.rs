@@ -355,8 +355,11 @@ impl<P: Publisher> Relay<P> {
                 Ok(())
             }
             Err(e) => {
-                tracing::warn!(error = %e, "could not dead-letter oversized messages");
-                Err(format!("could not dead-letter an oversized payload: {e}"))
+                tracing::warn!(error = %crate::error_chain(&e), "could not dead-letter oversized messages");
+                Err(format!(
+                    "could not dead-letter an oversized payload: {}",
+                    crate::error_chain(&e)
+                ))
             }
         }
     }

@@ -209,7 +209,7 @@ impl<P: Publisher> Relay<P> {
             .relay_leave(&self.config.relay_id, self.order.token)
             .await
         {
-            tracing::warn!(error = %e, "could not free this relay's buckets; they pass to the other relays when its lease ends");
+            tracing::warn!(error = %crate::error_chain(&e), "could not free this relay's buckets; they pass to the other relays when its lease ends");
         }
     }
 }

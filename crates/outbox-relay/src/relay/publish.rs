@@ -73,7 +73,7 @@ impl<P: Publisher> Relay<P> {
                     "lease lost while publishing; another relay may publish these rows too"
                 )
             }
-            Err(e) => tracing::warn!(error = %e, "could not extend the lease"),
+            Err(e) => tracing::warn!(error = %crate::error_chain(&e), "could not extend the lease"),
         }
     }
 

@@ -110,7 +110,7 @@ impl<P: Publisher> Relay<P> {
                     idle
                 }
                 Err(e) => {
-                    tracing::warn!(pipeline = index, error = %e, retry_in = ?error_backoff, "relay pass failed");
+                    tracing::warn!(pipeline = index, error = %crate::error_chain(&e), retry_in = ?error_backoff, "relay pass failed");
                     let pause = error_backoff;
                     error_backoff = (error_backoff * 2).min(Duration::from_secs(10));
                     Some(pause)
