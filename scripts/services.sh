@@ -64,6 +64,36 @@ ensure_mosquitto() {
   wait_port Mosquitto 1883 30
 }
 
+# Tansu, a Kafka-protocol broker that runs as its own process (no JVM),
+# on port 19092 with SQLite storage. Not a Debian package: installed once,
+# saying so, from crates.io into a cache directory outside the checkout
+# (OUTBOX_CACHE, default ~/.cache/outbox), where later runs find it.
+TANSU_VERSION=0.6.0
+TANSU_PORT=19092
+tansu_bin() { echo "${OUTBOX_CACHE:-$HOME/.cache/outbox}/tansu-$TANSU_VERSION/bin/tansu"; }
+
+ensure_tansu() {
+  port_open $TANSU_PORT && return 0
+  local bin root data
+  bin=$(tansu_bin)
+  root=$(dirname "$(dirname "$bin")")
+  if [[ ! -x $bin ]]; then
+    echo "services: installing Tansu $TANSU_VERSION (a Kafka-protocol broker) into $root:" \
+      "cargo install, about 17 minutes on 2 cores, once" >&2
+    cargo install --locked tansu --version "$TANSU_VERSION" --features libsql --root "$root" \
+      >&2 || return 1
+  fi
+  data="${OUTBOX_CACHE:-$HOME/.cache/outbox}/tansu-data"
+  mkdir -p "$data"
+  echo "services: starting Tansu on port $TANSU_PORT" >&2
+  # The storage path is relative to the broker's working directory.
+  (cd "$data" && setsid nohup "$bin" broker \
+    --listener-url "tcp://127.0.0.1:$TANSU_PORT" \
+    --advertised-listener-url "tcp://127.0.0.1:$TANSU_PORT" \
+    --storage-engine sqlite://tansu.db >"$data/broker.log" 2>&1 &)
+  wait_port Tansu $TANSU_PORT 30
+}
+
 # Fails at once, with what to do, when a service is down and cannot be
 # started here (not installed): no long wait on a port nothing will open.
 installed() { # name binary debian-package

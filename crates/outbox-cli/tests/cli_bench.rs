@@ -155,3 +155,55 @@ fn the_publishers_benchmark_script_runs_and_refuses_an_unknown_publisher() {
     assert_eq!(bad.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown publisher kafkaa"));
 }
+
+/// The README's peak-RSS figure comes from `/usr/bin/time -v outbox relay
+/// --batch-size 1000`: run as written (small, on the default publisher) until
+/// the backlog is sent, stopped with SIGINT, and GNU time reports the peak.
+#[tokio::test]
+async fn the_peak_rss_command_runs_as_written() {
+    let t = outbox_testkit::TestSchema::new("bench_rss").await;
+    common::ok(&t, &["migrate"]);
+    t.exec(
+        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+           SELECT 'order.created', 'order', g::text, 'orders', jsonb_build_object('n', g) \
+           FROM generate_series(1, 3000) g",
+    )
+    .await;
+    let mut time = std::process::Command::new("/usr/bin/time");
+    time.arg("-v")
+        .arg(common::binary())
+        .args(["--schema", t.name(), "relay", "--batch-size", "1000"])
+        .env("DATABASE_URL", outbox_testkit::database_url())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    let time = time.spawn().expect("/usr/bin/time (Debian package time)");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let sent = "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'";
+    while t.count(sent).await < 3000 {
+        assert!(std::time::Instant::now() < deadline, "not sent within 60 s");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // GNU time ignores SIGINT while it waits: the relay, its child, gets it.
+    let relay = std::process::Command::new("pgrep")
+        .args(["-P", &time.id().to_string()])
+        .output()
+        .unwrap();
+    let relay = String::from_utf8_lossy(&relay.stdout).trim().to_owned();
+    assert!(!relay.is_empty(), "no relay under /usr/bin/time");
+    std::process::Command::new("kill")
+        .args(["-INT", &relay])
+        .status()
+        .unwrap();
+    let out = time.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let kb: u64 = err
+        .lines()
+        .find_map(|l| {
+            l.trim()
+                .strip_prefix("Maximum resident set size (kbytes): ")
+        })
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no peak RSS line:\n{err}"));
+    assert!(kb > 0);
+}

@@ -1,4 +1,9 @@
-//! `kafka://host:port[,host:port]?message_timeout=30s&source=/outbox&allow_reserved=true&<librdkafka property>=…`
+//! `kafka://host:port[,host:port]?message_timeout=30s&partitioner=murmur2_random&source=/outbox&allow_reserved=true&<librdkafka property>=…`
+//!
+//! Keyed messages go to the partition the Java client would choose for the
+//! key (`murmur2_random`, not librdkafka's own `consistent_random`), so a
+//! consumer that co-partitions or joins by key agrees with producers
+//! written in Java, Kafka Streams or ksqlDB.
 //!
 //! Each message is checked before it is handed to librdkafka against the
 //! producer's `message.max.bytes` (1000000 unless the URL sets it) and
@@ -22,6 +27,9 @@ pub struct KafkaConfig {
     pub message_timeout: Duration,
     /// The CloudEvents `source` attribute (`source`, default `/outbox`).
     pub source: String,
+    /// librdkafka's `partitioner` (`partitioner`, default
+    /// [`DEFAULT_PARTITIONER`]).
+    pub partitioner: String,
     /// The producer's `message.max.bytes`, checked before sending.
     pub message_max_bytes: usize,
     /// Let topics start with `__` (`allow_reserved`, default false).
@@ -41,6 +49,10 @@ impl std::fmt::Debug for KafkaConfig {
             .finish_non_exhaustive()
     }
 }
+
+/// The Java client's partitioning of keyed messages (murmur2 of the key,
+/// positive, modulo the partitions); unkeyed ones go to a random partition.
+pub const DEFAULT_PARTITIONER: &str = "murmur2_random";
 
 /// librdkafka's default `message.max.bytes`.
 pub const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
@@ -84,6 +96,7 @@ impl KafkaConfig {
             &["kafka"],
             &[
                 "message_timeout",
+                "partitioner",
                 "source",
                 "acks",
                 limits::ALLOW_RESERVED,
@@ -130,6 +143,10 @@ impl KafkaConfig {
             bootstrap_servers: hosts.join(","),
             message_timeout: o.duration_or("message_timeout", Duration::from_secs(30))?,
             source: o.source(),
+            partitioner: o
+                .get("partitioner")
+                .unwrap_or(DEFAULT_PARTITIONER)
+                .to_owned(),
             properties,
         };
         // librdkafka checks every property's name and value when they are
@@ -166,6 +183,7 @@ impl KafkaConfig {
         let mut c = rdkafka::ClientConfig::new();
         c.set("bootstrap.servers", &self.bootstrap_servers)
             .set("client.id", "outbox-relay")
+            .set("partitioner", &self.partitioner)
             .set(
                 "message.timeout.ms",
                 self.message_timeout.as_millis().to_string(),
@@ -198,6 +216,12 @@ mod tests {
         assert_eq!(cc.get("enable.idempotence"), Some("true"));
         assert_eq!(cc.get("acks"), Some("all"));
         assert_eq!(cc.get("compression.type"), Some("lz4"));
+        assert_eq!(cc.get("partitioner"), Some("murmur2_random"), "Java's");
+        let c = KafkaConfig::from_url("kafka://k:9092?partitioner=consistent_random").unwrap();
+        assert_eq!(
+            c.client_config().get("partitioner"),
+            Some("consistent_random")
+        );
         assert_refused(
             KafkaConfig::from_url,
             &[
@@ -208,6 +232,7 @@ mod tests {
                 ),
                 ("kafka://k:9092,k2?x.y=1", "not host:port"),
                 ("kafka://k:9092?linger=5", "unknown option"),
+                ("kafka://k:9092?partitioner=murmur3", "partitioner"),
                 ("kafka://k:9092?message.max.bytes=lots", "message.max.bytes"),
                 ("kafka://k:9092?allow_reserved=maybe", "allow_reserved"),
                 ("kafka://u:hunter2@k:9092", "sasl.password"),
