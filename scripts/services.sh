@@ -73,7 +73,13 @@ TANSU_PORT=19092
 tansu_bin() { echo "${OUTBOX_CACHE:-$HOME/.cache/outbox}/tansu-$TANSU_VERSION/bin/tansu"; }
 
 ensure_tansu() {
-  port_open $TANSU_PORT && return 0
+  # Started afresh for each run, with empty storage: Tansu 0.6.0 stops
+  # serving fetches after a few producer and consumer sessions (its
+  # watermarks still advance; consumers read nothing), and the topics are
+  # the tests' own. SIGKILL, not SIGTERM: stopped with produce requests in
+  # flight it can panic after a restart.
+  pkill -9 -f "tansu broker --listener-url tcp://127.0.0.1:$TANSU_PORT" 2>/dev/null && sleep 0.5
+  port_open $TANSU_PORT && { echo "services: port $TANSU_PORT is taken by another program" >&2; return 1; }
   local bin root data
   bin=$(tansu_bin)
   root=$(dirname "$(dirname "$bin")")
@@ -84,6 +90,7 @@ ensure_tansu() {
       >&2 || return 1
   fi
   data="${OUTBOX_CACHE:-$HOME/.cache/outbox}/tansu-data"
+  rm -rf "$data"
   mkdir -p "$data"
   echo "services: starting Tansu on port $TANSU_PORT" >&2
   # The storage path is relative to the broker's working directory.
