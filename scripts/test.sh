@@ -51,8 +51,8 @@ if $postgres_only; then
   step "checking PostgreSQL (--postgres-only: no broker is checked or started)"
   ensure_services postgres
 else
-  step "checking PostgreSQL, RabbitMQ, Mosquitto, Redis, NATS and Tansu (Kafka) (starting any that is down)"
-  ensure_services postgres rabbitmq mosquitto redis nats tansu
+  step "checking PostgreSQL, RabbitMQ, Mosquitto, Redis and NATS (starting any that is down)"
+  ensure_services postgres rabbitmq mosquitto redis nats
 fi
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 

