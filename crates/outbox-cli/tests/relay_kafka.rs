@@ -5,6 +5,9 @@
 //! runs (its watermarks advance, consumers read nothing), so the broker test
 //! is ignored unless asked for.
 
+mod common;
+
+use common::python;
 use outbox_testkit::TestSchema;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -27,20 +30,6 @@ fn tansu() -> PathBuf {
         bin.display()
     );
     bin
-}
-
-fn python() -> PathBuf {
-    let path = std::env::var_os("OUTBOX_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python")
-        });
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/test.sh once",
-        path.display()
-    );
-    path
 }
 
 /// The Java client's partition for a key: `murmur2(key) & 0x7fffffff %

@@ -2,6 +2,9 @@
 //! fresh schema, the real binary, and the broker's own client (Python, in a
 //! second process) reading back what arrived.
 
+mod common;
+
+use common::python;
 use outbox::{Enqueued, NewMessage, Outbox};
 use outbox_testkit::TestSchema;
 use std::collections::BTreeSet;
@@ -13,21 +16,6 @@ const MESSAGES: usize = 100;
 
 fn unique(label: &str) -> String {
     format!("{label}_{:08x}", rand::random::<u32>())
-}
-
-/// The virtualenv scripts/test.sh prepares (`OUTBOX_TEST_PYTHON`).
-fn python() -> PathBuf {
-    let path = std::env::var_os("OUTBOX_TEST_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/pyenv/bin/python")
-        });
-    assert!(
-        path.exists(),
-        "{} is missing: run scripts/test.sh once to create the read-back virtualenv",
-        path.display()
-    );
-    path
 }
 
 /// Runs `tests/readback/<script>` and parses its JSON lines.

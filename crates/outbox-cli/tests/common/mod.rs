@@ -93,3 +93,19 @@ pub async fn pending(t: &TestSchema) -> i64 {
     );
     client.query_one(&sql, &[]).await.unwrap().get(0)
 }
+
+/// The virtualenv scripts/test.sh prepares (`OUTBOX_TEST_PYTHON`).
+pub fn python() -> std::path::PathBuf {
+    let path = std::env::var_os("OUTBOX_TEST_PYTHON")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../target/pyenv/bin/python")
+        });
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/test.sh once to create the read-back virtualenv",
+        path.display()
+    );
+    path
+}
