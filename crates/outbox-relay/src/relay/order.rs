@@ -70,6 +70,10 @@ struct Entry {
     /// Whether a claim's filter held this aggregate back: rows of it were
     /// passed over, below the floor.
     filtered: bool,
+    /// The gates' revision when this entry last changed: a check of its
+    /// head against the database applies only if nothing changed since the
+    /// head was read ([`Gates::heads`], [`Gates::moved`]).
+    rev: u64,
 }
 
 impl Entry {
@@ -104,10 +108,20 @@ pub(crate) struct Gates {
     /// docs/design/ordering.md §4.5 true: message k+1 is only published by
     /// a claim that started after message k was settled.
     opened: HashSet<i64>,
+    /// Bumped at every change of an entry (see `Entry::rev`).
+    rev: u64,
 }
 
 /// Hot aggregates remembered.
 const MAX_HOT: usize = 1024;
+
+/// An aggregate's lowest known live message, as [`Gates::heads`] read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub key: i64,
+    pub was: i64,
+    rev: u64,
+}
 
 /// A claim's verdict on its rows.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -177,7 +191,9 @@ impl Gates {
             };
             let (chain, rest): (Vec<i64>, Vec<i64>) =
                 ids.iter().partition(|&&id| bound.is_some_and(|b| id <= b));
+            self.rev += 1;
             let e = self.map.entry(key).or_default();
+            e.rev = self.rev;
             if !rest.is_empty() && e.in_flight.is_some() {
                 // More of an aggregate in flight here: hold it back in SQL
                 // from now on rather than claim and release it.
@@ -209,7 +225,9 @@ impl Gates {
     /// (failed, released): only ids up to the lowest such may be claimed.
     /// Called before the statement, for every message of the chain left live.
     pub fn hold(&mut self, key: i64, id: i64, waiting: bool) {
+        self.rev += 1;
         let e = self.map.entry(key).or_default();
+        e.rev = self.rev;
         e.in_flight = None;
         e.known.insert(id);
         if waiting {
@@ -223,6 +241,8 @@ impl Gates {
     pub fn open(&mut self, key: i64, last: i64) -> Option<i64> {
         let e = self.map.get_mut(&key)?;
         self.opened.insert(key);
+        self.rev += 1;
+        e.rev = self.rev;
         e.in_flight = None;
         Self::settled(&mut self.map, key, last)
     }
@@ -248,6 +268,8 @@ impl Gates {
     /// chain's settle, if any, will find its lease lost).
     pub fn reaped(&mut self, key: i64, id: i64) {
         if let Some(e) = self.map.get_mut(&key) {
+            self.rev += 1;
+            e.rev = self.rev;
             e.known.insert(id);
             e.waiting.insert(id);
             // A chain of ours that lost its lease can settle none of it:
@@ -262,7 +284,9 @@ impl Gates {
     /// live id)`. A chain of our own in flight keeps its gate.
     pub fn load(&mut self, held: &[(i64, i64)]) {
         for &(key, id) in held {
+            self.rev += 1;
             let e = self.map.entry(key).or_default();
+            e.rev = self.rev;
             if e.in_flight.is_none() {
                 e.known.insert(id);
                 e.waiting.insert(id);
@@ -274,41 +298,63 @@ impl Gates {
     /// lost, or everything after losing the registration); chains in
     /// flight here keep their gate until settled.
     pub fn forget(&mut self, keep: impl Fn(i64) -> bool) {
+        self.rev += 1;
+        let rev = self.rev;
         self.map.retain(|k, e| {
             if keep(*k) {
                 return true;
             }
+            e.rev = rev;
             e.known.clear();
             e.waiting.clear();
             e.in_flight.is_some()
         });
     }
 
-    /// Every waiting aggregate, `(key, lowest known live id)`: to check
-    /// that those messages are still live.
-    pub fn heads(&self) -> Vec<(i64, i64)> {
+    /// Every aggregate held back and not in flight here, with the lowest
+    /// message known to be live (waiting or not) and the entry's revision:
+    /// to check against the database that it still is. Every known message
+    /// is checked in turn, not only the ones waiting for a retry: a chain
+    /// settled after its bucket passed to another relay leaves released
+    /// messages here that the other relay then sends, and a known message
+    /// that is gone would hold its aggregate back for good.
+    pub fn heads(&self) -> Vec<Head> {
         self.map
             .iter()
             .filter(|(_, e)| e.in_flight.is_none())
-            .filter_map(|(k, e)| e.waiting.first().map(|h| (*k, *h)))
+            .filter_map(|(k, e)| {
+                e.known.first().map(|h| Head {
+                    key: *k,
+                    was: *h,
+                    rev: e.rev,
+                })
+            })
             .collect()
     }
 
-    /// The aggregate's head `was` is gone (settled by a relay that held it
-    /// before a takeover): `now` is its lowest live message at or above
-    /// it, or none. Ignored if the gate changed since it was read. Returns
-    /// where the floor must go back to, as [`Self::open`].
-    pub fn moved(&mut self, key: i64, was: i64, now: Option<i64>) -> Option<i64> {
+    /// `head.was` was found gone: `now` is the aggregate's lowest live
+    /// message at or above it, or none, so every message known below `now`
+    /// is gone too. Ignored if the entry changed since the head was read.
+    /// Returns where the floor must go back to, as [`Self::open`].
+    pub fn moved(&mut self, head: Head, now: Option<i64>) -> Option<i64> {
+        let Head { key, was, rev } = head;
         let e = self.map.get_mut(&key)?;
-        if e.in_flight.is_some() || e.waiting.first() != Some(&was) || now == Some(was) {
+        if e.rev != rev
+            || e.in_flight.is_some()
+            || e.known.first() != Some(&was)
+            || now == Some(was)
+        {
             return None;
         }
-        e.known.remove(&was);
-        e.waiting.remove(&was);
+        let upto = now.unwrap_or(i64::MAX);
+        e.known.retain(|&id| id >= upto);
+        e.waiting.retain(|&id| id >= upto);
         if let Some(id) = now {
             e.known.insert(id);
             e.waiting.insert(id);
         }
+        self.rev += 1;
+        e.rev = self.rev;
         Self::settled(&mut self.map, key, was)
     }
 
@@ -557,20 +603,26 @@ mod tests {
         assert_eq!(g.gate(B), None);
     }
 
+    /// The head of `key` as the periodic check reads it.
+    fn head(g: &Gates, key: i64) -> Head {
+        *g.heads().iter().find(|h| h.key == key).expect("a head")
+    }
+
     #[test]
     fn a_head_settled_elsewhere_moves_or_opens_the_gate() {
         let mut g = Gates::default();
         g.load(&[(B, 7), (A, 3)]);
-        assert_eq!(g.moved(B, 7, Some(7)), None);
+        assert_eq!(g.moved(head(&g, B), Some(7)), None);
         assert_eq!(g.gate(B), Some(Gate::From(7)));
-        g.moved(B, 7, Some(9));
+        g.moved(head(&g, B), Some(9));
         assert_eq!(g.gate(B), Some(Gate::From(9)));
         g.held();
-        assert_eq!(g.moved(B, 9, None), Some(10));
+        assert_eq!(g.moved(head(&g, B), None), Some(10));
         assert_eq!(g.gate(B), None);
         // A stale answer (the gate changed meanwhile) is ignored.
+        let read = head(&g, A);
         g.admit(&[(3, A)]);
-        assert_eq!(g.moved(A, 3, None), None);
+        assert_eq!(g.moved(read, None), None);
         assert_eq!(
             g.gate(A),
             Some(Gate::Closed {
@@ -579,5 +631,42 @@ mod tests {
                 resume: None
             })
         );
+        // So is one read before a change that left the same head.
+        g.hold(A, 3, true);
+        let read = head(&g, A);
+        g.hold(A, 5, false);
+        assert_eq!(g.moved(read, Some(8)), None);
+        assert_eq!(g.gate(A), Some(Gate::From(3)));
+    }
+
+    /// The stall `fault_ordering` met: a chain in flight when its bucket
+    /// passed to another relay settles here with a failed head and the
+    /// rest released. The other relay sends them all; when the bucket comes
+    /// back, the released ones must not hold the aggregate back for good.
+    #[test]
+    fn released_messages_another_relay_sent_stop_holding_back() {
+        let mut g = Gates::default();
+        g.admit(&[(1, A), (2, A), (3, A)]);
+        g.forget(|_| false); // the bucket went to another relay
+        g.hold(A, 1, true);
+        g.hold(A, 2, false);
+        g.hold(A, 3, false);
+        // The other relay sent 1 to 3; the bucket is back, nothing held.
+        g.load(&[]);
+        g.claiming();
+        assert_eq!(g.admit(&[(4, A)]).rejected, vec![4], "1 is still known");
+        // The check finds 4 the lowest live one: 1, 2 and 3 are gone.
+        assert_eq!(head(&g, A).was, 1);
+        g.moved(head(&g, A), Some(4));
+        assert_eq!(g.gate(A), Some(Gate::From(4)));
+        g.claiming();
+        assert!(g.admit(&[(4, A), (5, A)]).rejected.is_empty());
+        // Nothing live at all: the gate is dropped.
+        let mut g = Gates::default();
+        g.hold(A, 2, false);
+        g.hold(A, 3, false);
+        assert_eq!(head(&g, A).was, 2, "released messages are checked too");
+        g.moved(head(&g, A), None);
+        assert_eq!(g.gate(A), None);
     }
 }

@@ -172,10 +172,20 @@ impl<P: Publisher> Relay<P> {
         {
             let heads = ctl.gates().heads();
             if !heads.is_empty() {
-                let found = self.store.next_live(&heads).await?;
+                let asked: Vec<(i64, i64)> = heads.iter().map(|h| (h.key, h.was)).collect();
+                let found: std::collections::HashMap<(i64, i64), Option<i64>> = self
+                    .store
+                    .next_live(&asked)
+                    .await?
+                    .into_iter()
+                    .map(|(key, was, lowest)| ((key, was), lowest))
+                    .collect();
                 let now = self.clock.now();
-                for (key, was, lowest) in found {
-                    if let Some(id) = ctl.gates().moved(key, was, lowest) {
+                for head in heads {
+                    let Some(&lowest) = found.get(&(head.key, head.was)) else {
+                        continue;
+                    };
+                    if let Some(id) = ctl.gates().moved(head, lowest) {
                         self.cursor().released(id, now);
                     }
                 }
