@@ -404,6 +404,46 @@ async fn a_failing_aggregate_blocks_nothing_else() {
     assert_eq!(sent_order_violations(&t).await, 0);
 }
 
+/// The running relay reads past a held-back backlog many claims long at
+/// once, not one span per poll: with a 30 s poll interval and no
+/// notifications, the other aggregates behind 20,000 rows of a blocked
+/// one are sent within seconds.
+#[tokio::test]
+async fn a_long_blocked_backlog_is_read_past_without_waiting_for_polls() {
+    let t = TestSchema::new("ord_read_past").await;
+    let log = Log::default();
+    let ids = enqueue(&t, &of("A", 20_000)).await;
+    let others: Vec<(String, i64)> = (0..500).map(|i| (format!("o-{}", i % 50), i)).collect();
+    enqueue(&t, &others).await;
+    let p = Scripted::new(&t, &log).failing(ids[0], ErrorClass::Retryable, u32::MAX);
+    let cfg = RelayConfig {
+        batch_size: 100,
+        notify: false,
+        idle_sleep: Duration::from_secs(30),
+        ..config("r1", Duration::from_secs(3600))
+    };
+    let r = Arc::new(relay(&t, p, cfg));
+    let stop = tokio_util::sync::CancellationToken::new();
+    let run = tokio::spawn({
+        let (r, stop) = (r.clone(), stop.clone());
+        async move { r.run(stop).await }
+    });
+    let start = Instant::now();
+    let sent_others =
+        || t.count("SELECT count(*) FROM {schema}.messages_sent WHERE aggregate_id <> 'A'");
+    while sent_others().await < 500 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "others not sent after 20 s: the relay waited for polls"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.cancel();
+    run.await.unwrap().unwrap();
+    assert!(delivered(&log, "A").is_empty(), "A waits behind its head");
+    assert_eq!(sent_order_violations(&t).await, 0);
+}
+
 // ---------------------------------------------------------------------------
 // Two relays, four pipelines each, random failures: the §4.5 race.
 

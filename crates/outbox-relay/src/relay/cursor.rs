@@ -66,6 +66,12 @@ pub struct ClaimCursor {
     /// When rows last went back below the floor: a claim that started
     /// before then may have seen them claimed, and vouches for nothing.
     rewound_at: Option<DateTime<Utc>>,
+    /// Where the current pass goes on, when a claim read a bounded span
+    /// and took nothing of it (see `Claimed::scanned_upto`): the next
+    /// claims read past it, without waiting for the floor (which waits for
+    /// the transactions that were running), until a claim reads nothing
+    /// more, rows go back below it, or a sweep starts.
+    resume: Option<i64>,
 }
 
 impl ClaimCursor {
@@ -78,6 +84,7 @@ impl ClaimCursor {
             last_sweep: None,
             sweep_interval,
             rewound_at: None,
+            resume: None,
         }
     }
 
@@ -88,6 +95,7 @@ impl ClaimCursor {
             chrono::Duration::from_std(self.sweep_interval).unwrap_or(chrono::Duration::MAX);
         if self.last_sweep.map_or(true, |at| now - at >= interval) {
             self.last_sweep = Some(now);
+            self.resume = None;
             return FROM_ALL;
         }
         let due: Vec<i64> = self
@@ -100,29 +108,45 @@ impl ClaimCursor {
         if let Some(&id) = due.iter().min() {
             self.rewind(id, now);
         }
-        self.floor
+        self.resume.unwrap_or(self.floor)
     }
 
-    /// A claim that started at `started` read from `from` and took ids
-    /// `min..=max` under `snapshot`; it returned at `now`.
+    /// A claim that started at `started` read from `from` under `snapshot`
+    /// and took ids `found` (lowest, highest), if any, dealing with every
+    /// row up to `read_upto` (at least the highest taken: a filtered claim
+    /// may have read further, see `Claimed::scanned_upto`); it returned at
+    /// `now`.
     pub fn claimed(
         &mut self,
         from: i64,
-        (min, max): (i64, i64),
+        found: Option<(i64, i64)>,
+        read_upto: i64,
         snapshot: ClaimSnapshot,
         started: DateTime<Utc>,
         now: DateTime<Utc>,
     ) {
         // Rows below the floor (a sweep found them): more may follow.
-        if min < self.floor {
+        if let Some((min, _)) = found.filter(|(min, _)| *min < self.floor) {
             self.rewind(min, now);
+        }
+        let max = found.map_or(read_upto, |(_, max)| max.max(read_upto));
+        // Took nothing of a bounded span: the pass goes on past it (a claim
+        // that took rows stays where the pass is). Else a long backlog held
+        // back would be read span after span from the floor again, and a
+        // transaction left open (which holds the floor) would stop the
+        // relay at the first span.
+        // Not if rows went back below it while the claim ran (a gate that
+        // opened, a release): they may lie in the span it read.
+        let clean = self.rewound_at.map_or(true, |at| started >= at);
+        if found.is_none() && clean {
+            self.resume = Some(max.saturating_add(1));
         }
         for c in &mut self.waiting {
             if c.xmax.is_none() && c.returned <= started {
                 c.xmax = Some(snapshot.xmax);
             }
         }
-        if self.rewound_at.map_or(true, |at| started >= at) {
+        if clean {
             if self.waiting.len() == MAX_WAITING {
                 self.waiting.remove(0);
             }
@@ -142,6 +166,11 @@ impl ClaimCursor {
         self.last_sweep = None;
     }
 
+    /// A claim read nothing more: the next pass starts from the floor.
+    pub fn pass_ended(&mut self) {
+        self.resume = None;
+    }
+
     /// This relay failed `id`; it is due again at `at`.
     pub fn failed(&mut self, id: i64, at: DateTime<Utc>) {
         self.due.push((at, id));
@@ -156,6 +185,7 @@ impl ClaimCursor {
     /// remembered over it no longer vouch for it (they saw it claimed).
     fn rewind(&mut self, id: i64, now: DateTime<Utc>) {
         self.floor = self.floor.min(id);
+        self.resume = None;
         self.waiting.retain(|c| c.upto <= id);
         self.rewound_at = Some(now);
     }
@@ -205,7 +235,104 @@ mod tests {
 
     /// One claim after another, each starting after the last returned.
     fn claim(c: &mut ClaimCursor, from: i64, ids: (i64, i64), s: ClaimSnapshot) {
-        c.claimed(from, ids, s, t(0), t(0));
+        c.claimed(from, Some(ids), ids.1, s, t(0), t(0));
+    }
+
+    /// A filtered claim that took nothing of what it read (every row held
+    /// back) still vouches for it: the next claims read past it.
+    #[test]
+    fn a_claim_that_read_rows_and_took_none_moves_the_floor_past_them() {
+        let mut c = swept(5);
+        claim(&mut c, FROM_ALL, (1, 500), snap(100, 100));
+        c.claimed(FROM_ALL, None, 2_500, snap(101, 101), t(0), t(0));
+        assert_eq!(c.floor(), 501, "the first claim is vouched for");
+        c.claimed(501, None, 4_000, snap(102, 102), t(0), t(0));
+        assert_eq!(c.floor(), 2_501);
+        c.claimed(
+            2_501,
+            Some((2_501, 2_600)),
+            3_000,
+            snap(103, 103),
+            t(0),
+            t(0),
+        );
+        assert_eq!(c.floor(), 4_001, "read up to 4,000");
+        c.claimed(4_001, None, 4_001, snap(104, 104), t(0), t(0));
+        assert_eq!(c.floor(), 4_001);
+        // The gate that filtered opens: back to past its chain.
+        c.released(1_001, t(1));
+        assert_eq!(c.floor(), 1_001);
+        c.claimed(1_001, None, 9_000, snap(105, 105), t(1), t(1));
+        c.claimed(9_001, None, 9_000, snap(106, 106), t(1), t(1));
+        assert_eq!(c.floor(), 9_001);
+    }
+
+    /// A sweep whose claim read a bounded span (every row of it held back)
+    /// goes on from where it stopped, span by span, up to the floor: a row
+    /// released by another relay far below the floor is not left waiting
+    /// behind an aggregate that clogs the first ids.
+    #[test]
+    fn a_sweep_goes_on_span_by_span_up_to_the_floor() {
+        let mut c = swept(5);
+        claim(&mut c, FROM_ALL, (1, 9_000), snap(100, 100));
+        claim(&mut c, 9_001, (9_001, 9_500), snap(101, 101));
+        assert_eq!(c.floor(), 9_001);
+        assert_eq!(c.next_from(t(5)), FROM_ALL);
+        c.claimed(FROM_ALL, None, 2_000, snap(102, 102), t(5), t(5));
+        assert_eq!(c.next_from(t(5)), 2_001, "the sweep goes on");
+        c.claimed(2_001, None, 4_000, snap(103, 103), t(5), t(5));
+        assert_eq!(c.next_from(t(5)), 4_001);
+        // Rows found below the floor: the floor comes down to them.
+        c.claimed(
+            4_001,
+            Some((5_000, 5_010)),
+            5_010,
+            snap(104, 104),
+            t(5),
+            t(5),
+        );
+        assert_eq!(c.floor(), 5_000);
+        assert_eq!(c.next_from(t(5)), 5_000);
+        // Past the floor, the pass goes on; once a claim reads nothing
+        // more, the next starts from the floor.
+        let mut c = swept(5);
+        claim(&mut c, FROM_ALL, (1, 900), snap(100, 100));
+        claim(&mut c, 901, (901, 1_000), snap(101, 101));
+        assert_eq!(c.floor(), 901);
+        assert_eq!(c.next_from(t(5)), FROM_ALL);
+        c.claimed(FROM_ALL, None, 2_000, snap(102, 102), t(5), t(5));
+        assert_eq!(c.next_from(t(5)), 2_001);
+        c.pass_ended();
+        assert_eq!(c.next_from(t(5)), c.floor());
+    }
+
+    /// A transaction left open holds the floor (a row below may still
+    /// commit), but not the pass: spans held back are read once each, and
+    /// a claim that takes rows stays where the pass is.
+    #[test]
+    fn a_transaction_left_open_holds_the_floor_not_the_pass() {
+        let mut c = swept(60);
+        claim(&mut c, FROM_ALL, (1, 500), snap(50, 100));
+        c.claimed(FROM_ALL, None, 2_500, snap(50, 101), t(0), t(0));
+        assert_eq!(c.floor(), FROM_ALL, "transaction 50 is still open");
+        assert_eq!(c.next_from(t(1)), 2_501);
+        c.claimed(2_501, None, 4_500, snap(50, 102), t(1), t(1));
+        assert_eq!(c.next_from(t(1)), 4_501);
+        c.claimed(
+            4_501,
+            Some((4_600, 5_000)),
+            6_500,
+            snap(50, 103),
+            t(1),
+            t(1),
+        );
+        assert_eq!(c.next_from(t(1)), 4_501, "took rows: stays");
+        c.released(3_000, t(2));
+        assert_eq!(
+            c.next_from(t(2)),
+            FROM_ALL,
+            "rows went back: from the floor"
+        );
     }
 
     #[test]
@@ -236,11 +363,11 @@ mod tests {
     #[test]
     fn an_overlapping_claim_does_not_vouch_for_one_that_returned_after_it_started() {
         let mut c = swept(5);
-        c.claimed(FROM_ALL, (1, 500), snap(1, 1), t(0), t(2));
+        c.claimed(FROM_ALL, Some((1, 500)), 500, snap(1, 1), t(0), t(2));
         // Started at t(1), before the first returned: its snapshot may be too early.
-        c.claimed(FROM_ALL, (501, 1000), snap(50, 50), t(1), t(3));
+        c.claimed(FROM_ALL, Some((501, 1000)), 1000, snap(50, 50), t(1), t(3));
         assert_eq!(c.floor(), FROM_ALL);
-        c.claimed(FROM_ALL, (1001, 1500), snap(60, 60), t(3), t(4));
+        c.claimed(FROM_ALL, Some((1001, 1500)), 1500, snap(60, 60), t(3), t(4));
         assert_eq!(c.floor(), 1001);
     }
 
@@ -279,8 +406,8 @@ mod tests {
         c.released(50, t(1));
         assert_eq!(c.floor(), 50);
         // Claims that had read from 101 end: they say nothing about 50..100.
-        c.claimed(101, (151, 200), snap(5, 5), t(2), t(2));
-        c.claimed(101, (201, 250), snap(5, 5), t(2), t(2));
+        c.claimed(101, Some((151, 200)), 200, snap(5, 5), t(2), t(2));
+        c.claimed(101, Some((201, 250)), 250, snap(5, 5), t(2), t(2));
         assert_eq!(c.floor(), 50);
     }
 
@@ -293,9 +420,9 @@ mod tests {
         c.released(50, t(1));
         // In flight on another pipeline while row 50 was released: it read
         // from 101, and even from lower it would have seen 50 claimed.
-        c.claimed(101, (151, 200), snap(5, 5), t(0), t(2));
-        c.claimed(50, (50, 50), snap(5, 5), t(2), t(3));
-        c.claimed(51, (201, 250), snap(9, 9), t(3), t(4));
+        c.claimed(101, Some((151, 200)), 200, snap(5, 5), t(0), t(2));
+        c.claimed(50, Some((50, 50)), 50, snap(5, 5), t(2), t(3));
+        c.claimed(51, Some((201, 250)), 250, snap(9, 9), t(3), t(4));
         // Only the claim that read after the release counts.
         assert_eq!(c.floor(), 51);
     }

@@ -65,6 +65,10 @@ pub struct PassStats {
     /// With ordering on, rows the claim brought that another chain of their
     /// aggregate had to go before (released, counted in `released`).
     pub held_back: usize,
+    /// The claim took nothing, but read a span of rows held back (an
+    /// aggregate in flight or waiting) that the next claim reads past: more
+    /// may be claimable beyond it.
+    pub read_on: bool,
 }
 
 impl std::fmt::Display for PassStats {
@@ -100,6 +104,8 @@ pub struct PublishedBatch {
     held_back: Vec<i64>,
     /// With ordering on, the aggregate key of every row claimed.
     keys: HashMap<i64, i64>,
+    /// See [`PassStats::read_on`].
+    read_on: bool,
 }
 
 impl PublishedBatch {
@@ -255,6 +261,7 @@ impl<P: Publisher> Relay<P> {
         let Some(mut lease) = claimed.lease else {
             return Ok(PublishedBatch {
                 outcomes: Some(Vec::new()),
+                read_on: claimed.scanned_upto.is_some(),
                 ..PublishedBatch::default()
             });
         };
@@ -293,6 +300,7 @@ impl<P: Publisher> Relay<P> {
             not_dead_lettered,
             held_back,
             keys: claimed.keys,
+            read_on: false,
         })
     }
 
@@ -304,10 +312,15 @@ impl<P: Publisher> Relay<P> {
         claimed: &crate::store::Claimed,
         started: chrono::DateTime<chrono::Utc>,
     ) {
-        if let (Some(range), Some(snapshot)) = (claimed.id_range(), claimed.snapshot) {
-            let now = self.clock.now();
-            self.cursor()
-                .claimed(from_id, range, snapshot, started, now);
+        let found = claimed.id_range();
+        let read_upto = found.map(|(_, max)| max).max(claimed.scanned_upto);
+        match (read_upto, claimed.snapshot) {
+            (Some(read_upto), Some(snapshot)) => {
+                let now = self.clock.now();
+                self.cursor()
+                    .claimed(from_id, found, read_upto, snapshot, started, now);
+            }
+            _ => self.cursor().pass_ended(),
         }
     }
 

@@ -86,6 +86,12 @@ impl<P: Publisher> Relay<P> {
             let pause = match pass {
                 Ok(stats) => {
                     error_backoff = Duration::from_millis(100);
+                    // Read a span held back and took nothing: the next
+                    // claim reads past it (bounded: the position only
+                    // moves up until a claim reads nothing more).
+                    if stats.read_on {
+                        continue;
+                    }
                     // A claim whose every row had to wait for another
                     // chain of its aggregate (pipelines racing for one busy
                     // aggregate) found nothing this pipeline may publish:

@@ -27,6 +27,7 @@ impl<P: Publisher> Relay<P> {
             dead: batch.too_large.len() as u64,
             aggregates: batch.keys.values().collect::<HashSet<_>>().len(),
             held_back: batch.held_back.len(),
+            read_on: batch.read_on,
             ..PassStats::default()
         };
         let Some(lease) = batch.lease else {

@@ -57,6 +57,13 @@ pub struct Lease {
     pub locked_at: DateTime<Utc>,
 }
 
+/// A claim that filters aggregates out reads at most this many live rows
+/// per row it may claim: the filter may pass over a whole backlog (an
+/// aggregate in flight, or one waiting behind a failed message), and a
+/// claim that reads it all returns nothing for the cost of a full scan.
+/// Four: two relays, each owning half the aggregates, still fill a batch.
+const SCAN_PER_ROW: i64 = 4;
+
 /// Parameters of [`Store::claim_messages`].
 #[derive(Debug, Clone)]
 pub struct ClaimParams<'a> {
@@ -130,7 +137,8 @@ pub struct Claimed {
     pub messages: Vec<Message>,
     /// `None` when nothing was claimed.
     pub lease: Option<Lease>,
-    /// The snapshot the claim ran under; `None` when nothing was claimed.
+    /// The snapshot the claim ran under; `None` when nothing was claimed
+    /// (a filtered claim always has one: see `scanned_upto`).
     pub snapshot: Option<ClaimSnapshot>,
     /// Claimed rows that cannot be published as they are, with the reason
     /// (headers that break the envelope's rule); they are in `messages` too,
@@ -143,6 +151,12 @@ pub struct Claimed {
     /// With ordering on: the aggregate key of every row claimed (in
     /// `messages` or `too_large`), by id.
     pub keys: std::collections::HashMap<i64, i64>,
+    /// A claim that filtered aggregates out: the highest id it read and
+    /// took all it could of, claimed or not (passed over by the filter,
+    /// locked, or not due). `None` when it was cut short by the limit or the
+    /// byte budget, read nothing, or did not filter. The claim floor may
+    /// pass it even when nothing was claimed.
+    pub scanned_upto: Option<i64>,
 }
 
 impl Claimed {
@@ -284,16 +298,35 @@ impl Store {
                     .await?;
                 let owned = o.owned.map(BucketSet::as_bytes);
                 let (keys, heads): (Vec<i64>, Vec<i64>) = o.held.iter().copied().unzip();
+                let scan = p.limit.saturating_mul(SCAN_PER_ROW);
                 let mut params = base.to_vec();
                 params.extend([
                     &o.token as &(dyn tokio_postgres::types::ToSql + Sync),
                     &owned,
                     &keys,
                     &heads,
+                    &scan,
                 ]);
                 client.query(&stmt, &params).await?
             }
         };
+        // The filtered claim answers one row more, with no claimed row in
+        // it, when it claimed nothing.
+        let scanned_upto = rows.first().and_then(|r| {
+            r.columns()
+                .iter()
+                .any(|c| c.name() == "scanned_upto")
+                .then(|| r.get::<_, Option<i64>>("scanned_upto"))
+                .flatten()
+        });
+        let snapshot = rows.first().map(|r| ClaimSnapshot {
+            xmin: r.get("snapshot_xmin"),
+            xmax: r.get("snapshot_xmax"),
+        });
+        let rows: Vec<_> = rows
+            .into_iter()
+            .filter(|r| r.get::<_, Option<i64>>("id").is_some())
+            .collect();
         let keys = if p.ordered.is_some() {
             rows.iter()
                 .map(|r| (r.get("id"), r.get("aggregate_key")))
@@ -304,10 +337,6 @@ impl Store {
         let lease = rows.first().map(|r| Lease {
             relay_id: p.relay_id.to_owned(),
             locked_at: r.get("locked_at"),
-        });
-        let snapshot = rows.first().map(|r| ClaimSnapshot {
-            xmin: r.get("snapshot_xmin"),
-            xmax: r.get("snapshot_xmax"),
         });
         let (mut messages, mut too_large) = (Vec::with_capacity(rows.len()), Vec::new());
         let mut refused = Vec::new();
@@ -332,6 +361,7 @@ impl Store {
             refused,
             too_large,
             keys,
+            scanned_upto,
         })
     }
 

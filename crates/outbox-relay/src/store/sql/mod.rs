@@ -53,7 +53,12 @@ pub(crate) struct Queries {
     pub(crate) claim_ordered: String,
     /// [`Self::claim_ordered`] taking only rows that pass
     /// `key_allowed`: `$7 bytea` owned buckets (NULL: all), `$8 int8[]`
-    /// keys held back, `$9 int8[]` the highest id let through for each.
+    /// keys held back, `$9 int8[]` the highest id let through for each,
+    /// `$10 int8` how many live rows from `$3` it may read. Returns one row
+    /// more (or only that row, when nothing was claimed), its claimed
+    /// columns NULL, and every row carries `scanned_upto` (`int8` or NULL):
+    /// the highest id the claim read and could have taken, so a claim that
+    /// filtered out everything it read still moves the floor.
     pub(crate) claim_ordered_filtered: String,
     /// One heartbeat (`relay_heartbeat` in migration 7): `$1 relay id,
     /// $2 int8 token, $3 ordering, $4 float8 lease seconds` →
@@ -116,7 +121,8 @@ pub(crate) struct Queries {
 }
 
 /// The claim statement: `ordered` adds the relay's registration check and
-/// returns the aggregate key; `filtered` adds `key_allowed`.
+/// returns the aggregate key; `filtered` adds `key_allowed` and bounds
+/// what the claim reads (see [`Queries::claim_ordered_filtered`]).
 fn claim_sql(ordered: bool, filtered: bool) -> String {
     let (alive, check, key) = if ordered {
         (
@@ -128,14 +134,23 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
     } else {
         ("", "", "")
     };
-    let filter = if filtered {
-        " AND {schema}.key_allowed(aggregate_type, aggregate_id, id, $7, $8::int8[], $9::int8[])"
+    // The filter can pass over any number of rows (every row of an
+    // aggregate in flight, or behind a failed message): the scan is bounded
+    // to the first $10 live rows from the floor, whose last id `r` is what
+    // the claim read up to.
+    let (range, filter) = if filtered {
+        (
+            "r AS (SELECT max(id) AS upto FROM (SELECT id FROM {schema}.messages \
+                    WHERE id >= $3 AND dead_at IS NULL ORDER BY id LIMIT $10) x), ",
+            " AND id <= (SELECT upto FROM r) \
+              AND {schema}.key_allowed(aggregate_type, aggregate_id, id, $7, $8::int8[], $9::int8[])",
+        )
     } else {
-        ""
+        ("", "")
     };
     // An oversized payload counts 0 toward the budget: it is not loaded.
-    format!(
-        "WITH {alive}c AS ( \
+    let ctes = format!(
+        "c AS ( \
            SELECT id, octet_length(payload::text)::int8 AS size FROM {{schema}}.messages \
             WHERE id >= $3 AND status IN ('pending', 'failed') AND next_run_at <= now() \
               AND dead_at IS NULL{check}{filter} \
@@ -146,15 +161,32 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
                     OVER (ORDER BY id) AS running \
              FROM c), \
          b AS (SELECT id, size FROM w WHERE n = 1 OR running <= $4::int8), \
-         s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap) \
-         UPDATE {{schema}}.messages m \
+         s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap)"
+    );
+    let update = "UPDATE {schema}.messages m \
             SET status = 'processing', attempts = m.attempts + 1, \
                 locked_by = $2, locked_at = now() \
-           FROM b, s WHERE m.id = b.id \
-         RETURNING {CLAIM_COLUMNS}, \
-           pg_snapshot_xmin(s.snap)::text::int8 AS snapshot_xmin, \
-           pg_snapshot_xmax(s.snap)::text::int8 AS snapshot_xmax, \
-           b.size AS payload_bytes{key}"
+           FROM b, s WHERE m.id = b.id";
+    let snapshot = "pg_snapshot_xmin(s.snap)::text::int8 AS snapshot_xmin, \
+                    pg_snapshot_xmax(s.snap)::text::int8 AS snapshot_xmax";
+    if !filtered {
+        return format!(
+            "WITH {alive}{ctes} {update} \
+             RETURNING {CLAIM_COLUMNS}, {snapshot}, b.size AS payload_bytes{key}"
+        );
+    }
+    // One row even when nothing is claimed (the claimed columns NULL), with
+    // the snapshot and `scanned_upto`: the claim read every row up to it,
+    // so the floor may pass it. Only when the claim took all it could of
+    // what it read (neither the limit nor the byte budget cut it short).
+    format!(
+        "WITH {alive}{range}{ctes}, \
+         u AS ({update} RETURNING {CLAIM_COLUMNS}, b.size AS payload_bytes{key}) \
+         SELECT u.*, {snapshot}, \
+                CASE WHEN (SELECT count(*) FROM c) < $1 \
+                      AND (SELECT count(*) FROM b) = (SELECT count(*) FROM c) \
+                     THEN (SELECT upto FROM r) END AS scanned_upto \
+           FROM s LEFT JOIN u ON true"
     )
 }
 
