@@ -15,6 +15,10 @@ fn relay(t: &TestSchema, relay_id: &str, max_attempts: i32) -> Relay<PostgresPub
             jitter: 0.0,
             max_attempts,
         },
+        // A row made due behind the relay's back (next_run_at set by hand
+        // below) is found by the next sweep, as a row another relay failed
+        // would be; the relay's own due time for it is still 600 s away.
+        sweep_interval: Duration::from_millis(100),
         ..RelayConfig::default()
     };
     let publisher = PostgresPublisher::new(t.pool.clone(), &t.schema, relay_id);
@@ -87,6 +91,7 @@ async fn an_expired_lease_below_max_attempts_backs_off_per_the_retry_policy() {
     );
     t.exec("UPDATE {schema}.messages SET next_run_at = now()")
         .await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
     let again = r.run_once().await.unwrap();
     assert_eq!(
         (again.claimed, again.marked_sent),
