@@ -220,6 +220,41 @@ async fn message_max_bytes_comes_from_the_producer_config() {
     conformance::bad_message_fails_alone(&h, &t, bad, "message.max.bytes is 5000").await;
 }
 
+/// A topic that does not exist, on a broker that does not create topics
+/// (here the client asks it not to): its messages fail at once,
+/// permanently, with a reason naming the topic, and the rest of the batch
+/// is delivered. librdkafka alone would hold them until its message
+/// timeout (30 s) and report a generic retryable timeout.
+#[tokio::test]
+async fn a_missing_topic_fails_its_messages_at_once_and_alone() {
+    let h = KafkaHarness::new();
+    let publisher =
+        KafkaPublisher::from_url(&format!("{}?allow.auto.create.topics=false", h.url())).unwrap();
+    let present = h.topic("present");
+    let absent = unique("absent");
+    let batch: Vec<_> = (0..60)
+        .map(|i| conformance::message(if i % 6 == 5 { &absent } else { &present }, i))
+        .collect();
+    let started = std::time::Instant::now();
+    let outcomes = outbox_relay::Publisher::publish(&publisher, &batch).await;
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(10), "the batch took {took:?}");
+    for (m, o) in batch.iter().zip(&outcomes) {
+        if m.topic == absent {
+            let e = o.as_ref().expect_err("a message for the missing topic");
+            assert!(!e.is_retryable(), "permanent: {e:?}");
+            assert!(e.message.contains(&absent), "names the topic: {e:?}");
+        } else {
+            assert!(o.is_ok(), "{o:?}");
+        }
+    }
+    assert_eq!(h.records(&present).len(), 50);
+    // The answer is remembered: the next batch asks nothing and fails the
+    // same way at once.
+    let again = outbox_relay::Publisher::publish(&publisher, &batch[5..6]).await;
+    assert!(again[0].as_ref().is_err_and(|e| !e.is_retryable()));
+}
+
 /// Per-aggregate order through the relay (batch 500, 4 pipelines) on a
 /// topic of 4 partitions, read back with librdkafka's consumer: every
 /// message of an aggregate is in one partition (key = aggregate id), in id

@@ -160,6 +160,12 @@ impl KafkaConfig {
 
     /// `e` in words, without the values of the URL's properties: librdkafka
     /// echoes the value it refused, and it may be a `sasl.password`.
+    /// How long a topic's lookup in the broker's metadata may take: a few
+    /// seconds, and never longer than a delivery may.
+    pub(crate) fn metadata_timeout(&self) -> Duration {
+        self.message_timeout.min(Duration::from_secs(5))
+    }
+
     pub(crate) fn describe(&self, e: &rdkafka::error::KafkaError) -> String {
         let mut text = match e {
             rdkafka::error::KafkaError::ClientConfig(_, desc, key, _) => {

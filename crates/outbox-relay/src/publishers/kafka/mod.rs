@@ -6,8 +6,15 @@
 //! names (`event_id`, …, `headers` as a JSON object) plus the CloudEvents
 //! Kafka binding's `ce_*` attributes. The whole batch is handed to
 //! librdkafka, then every delivery report awaited.
+//!
+//! A topic the batch names for the first time is looked up in the
+//! broker's metadata first (`topics.rs`): one that does not exist, on a
+//! broker that does not create topics when asked, is dead at once with a
+//! reason naming it, instead of holding its batch until librdkafka's
+//! message timeout and failing as a generic retryable timeout.
 
 mod config;
+mod topics;
 
 pub use config::KafkaConfig;
 
@@ -33,6 +40,8 @@ const MAX_TOPIC: usize = 249;
 pub struct KafkaPublisher {
     config: KafkaConfig,
     producer: Mutex<FutureProducer>,
+    /// What the broker's metadata said of the topics seen lately.
+    topics: topics::TopicCache,
 }
 
 impl std::fmt::Debug for KafkaPublisher {
@@ -51,6 +60,7 @@ impl KafkaPublisher {
         Ok(Self {
             config,
             producer: Mutex::new(producer),
+            topics: topics::TopicCache::default(),
         })
     }
 
@@ -146,11 +156,23 @@ impl Publisher for KafkaPublisher {
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
         let producer = self.current();
         let bodies: Vec<String> = batch.iter().map(|m| m.payload.to_string()).collect();
+        let names: Vec<&str> = batch
+            .iter()
+            .filter(|m| self.check_topic(&m.topic).is_ok())
+            .map(|m| m.topic.as_str())
+            .collect();
+        let missing = self
+            .topics
+            .missing(&producer, &names, self.config.metadata_timeout())
+            .await;
         let mut deliveries = Vec::with_capacity(batch.len());
         for (m, body) in batch.iter().zip(&bodies) {
             let (headers, headers_size) = self.headers_sized(m);
             // librdkafka checks this too, but names no limit in its error.
             let checked = self.check_topic(&m.topic).and_then(|()| {
+                if missing.contains(m.topic.as_str()) {
+                    return Err(topics::missing_error(&m.topic));
+                }
                 let size = RECORD_OVERHEAD + m.aggregate_id.len() + body.len() + headers_size;
                 limits::size(
                     "kafka",
