@@ -71,9 +71,13 @@ if [[ ! -x "$pyenv/bin/python" ]] || ! cmp -s "$requirements" "$pyenv/requiremen
   cp "$requirements" "$pyenv/requirements.txt"
 fi
 
-# The Kafka publisher builds librdkafka from source (rdkafka's bundled build).
+# The Kafka publisher builds librdkafka from source (rdkafka's bundled build),
+# with TLS (and so SASL SCRAM) from the system's OpenSSL.
 if ! command -v make >/dev/null || ! command -v cc >/dev/null; then
   need_package "building librdkafka for the Kafka publisher" make gcc
+fi
+if ! command -v pkg-config >/dev/null || ! pkg-config --exists openssl; then
+  need_package "TLS for the Kafka publisher (librdkafka links OpenSSL)" pkg-config libssl-dev
 fi
 
 step "cargo fmt --check"

@@ -209,6 +209,42 @@ mod tests {
     use super::*;
     use crate::publishers::kit::options::assert_refused;
 
+    /// The forms managed Kafka services ask for (docs/publishers-a.md):
+    /// TLS, SASL PLAIN and SCRAM over TLS, a CA file. Each is accepted at
+    /// start by librdkafka itself; a typo in a value is refused there.
+    #[test]
+    fn tls_and_sasl_forms_are_accepted_and_typos_refused() {
+        for query in [
+            "security.protocol=ssl",
+            "security.protocol=ssl&ssl.ca.location=/etc/ssl/certs/ca-certificates.crt",
+            "security.protocol=sasl_ssl&sasl.mechanism=PLAIN&sasl.username=u&sasl.password=p",
+            "security.protocol=sasl_ssl&sasl.mechanism=SCRAM-SHA-256&sasl.username=u&sasl.password=p",
+            "security.protocol=sasl_ssl&sasl.mechanism=SCRAM-SHA-512&sasl.username=u&sasl.password=p",
+            "security.protocol=sasl_plaintext&sasl.mechanism=PLAIN&sasl.username=u&sasl.password=p",
+        ] {
+            let url = format!("kafka://broker.example:9093?{query}");
+            if let Err(e) = KafkaConfig::from_url(&url) {
+                panic!("{query}: {e}");
+            }
+        }
+        assert_refused(
+            KafkaConfig::from_url,
+            &[
+                ("kafka://k:9093?security.protocol=tls", "security.protocol"),
+                (
+                    "kafka://k:9093?ssl.endpoint.identification.algorithm=maybe",
+                    "ssl.endpoint.identification.algorithm",
+                ),
+            ],
+        );
+        // A mechanism librdkafka does not know is refused when the producer
+        // is made, which the relay does at start, before claiming.
+        let scram = "kafka://k:9093?security.protocol=sasl_ssl&sasl.mechanism=SCRAM\
+                     &sasl.username=user&sasl.password=hunter22";
+        let e = super::super::KafkaPublisher::from_url(scram).unwrap_err();
+        assert!(e.to_string().contains("SASL mechanism"), "{e}");
+    }
+
     #[test]
     fn parses_brokers_and_guards_the_guarantees() {
         let c = KafkaConfig::from_url(
