@@ -24,3 +24,50 @@ use crate::Schema;
 pub fn render(template: &str, schema: &Schema) -> String {
     template.replace("{schema}", &schema.quoted())
 }
+
+/// Declares a set of statements rendered once per schema ([`render`]):
+/// each statement's doc (parameters and result columns) stands beside its
+/// SQL, and the struct and its `new(&Schema)` are written once, here.
+///
+/// ```ignore
+/// outbox::statements! {
+///     /// Statements over dead messages.
+///     pub(crate) struct DeadQueries {
+///         /// `$1 int8 id` → rows deleted.
+///         purge = "DELETE FROM {schema}.messages WHERE id = $1",
+///     }
+/// }
+/// ```
+///
+/// The SQL may be any expression giving a `&str` or a `String`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! statements {
+    (
+        $(#[$meta:meta])*
+        $vis:vis struct $name:ident {
+            $(
+                $(#[$field_meta:meta])*
+                $field:ident = $sql:expr,
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone)]
+        $vis struct $name {
+            $(
+                $(#[$field_meta])*
+                pub(crate) $field: String,
+            )*
+        }
+
+        impl $name {
+            /// Renders every statement for `schema`.
+            pub(crate) fn new(schema: &$crate::Schema) -> Self {
+                Self {
+                    $($field: $crate::sql::render(&$sql, schema),)*
+                }
+            }
+        }
+    };
+}

@@ -2,38 +2,24 @@
 //! rendered once per schema. The relay's statements are in the
 //! `outbox-relay` crate (`src/store/sql/`), next to the code that runs them.
 
-use super::render;
-use crate::Schema;
-
-/// The library's statements for one schema.
-#[derive(Debug, Clone)]
-pub(crate) struct Queries {
-    /// Enqueue one message. `$1 uuid event_id, $2 event_type, $3 int4 version,
-    /// $4 aggregate_type, $5 aggregate_id, $6 topic, $7 jsonb payload, $8 jsonb headers`
-    /// → `id`.
-    pub(crate) enqueue_one: String,
-    /// Enqueue many in one round trip: the same eight parameters as arrays
-    /// → `(id, event_id)` per row.
-    pub(crate) enqueue_many: String,
-    /// Inbox: `$1 event_id text, $2 topic` → rows affected (1 first time, 0 duplicate).
-    pub(crate) inbox_record: String,
-}
-
-impl Queries {
-    /// Renders every statement for `schema`.
-    pub(crate) fn new(schema: &Schema) -> Self {
-        let r = |t: &str| render(t, schema);
-        Self {
-            enqueue_one: r("INSERT INTO {schema}.messages \
-                 (event_id, event_type, event_version, aggregate_type, aggregate_id, topic, payload, headers) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id"),
-            enqueue_many: r("INSERT INTO {schema}.messages \
-                 (event_id, event_type, event_version, aggregate_type, aggregate_id, topic, payload, headers) \
-                 SELECT * FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::text[], $5::text[], \
-                                      $6::text[], $7::jsonb[], $8::jsonb[]) \
-                 RETURNING id, event_id"),
-            inbox_record: r("INSERT INTO {schema}.processed_events (event_id, topic) VALUES ($1, $2) \
-                 ON CONFLICT (event_id) DO NOTHING"),
-        }
+crate::statements! {
+    /// The library's statements for one schema.
+    pub(crate) struct Queries {
+        /// Enqueue one message. `$1 uuid event_id, $2 event_type, $3 int4 version,
+        /// $4 aggregate_type, $5 aggregate_id, $6 topic, $7 jsonb payload, $8 jsonb headers`
+        /// → `id`.
+        enqueue_one = "INSERT INTO {schema}.messages \
+             (event_id, event_type, event_version, aggregate_type, aggregate_id, topic, payload, headers) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING id",
+        /// Enqueue many in one round trip: the same eight parameters as arrays
+        /// → `(id, event_id)` per row.
+        enqueue_many = "INSERT INTO {schema}.messages \
+             (event_id, event_type, event_version, aggregate_type, aggregate_id, topic, payload, headers) \
+             SELECT * FROM unnest($1::uuid[], $2::text[], $3::int4[], $4::text[], $5::text[], \
+                                  $6::text[], $7::jsonb[], $8::jsonb[]) \
+             RETURNING id, event_id",
+        /// Inbox: `$1 event_id text, $2 topic` → rows affected (1 first time, 0 duplicate).
+        inbox_record = "INSERT INTO {schema}.processed_events (event_id, topic) VALUES ($1, $2) \
+             ON CONFLICT (event_id) DO NOTHING",
     }
 }

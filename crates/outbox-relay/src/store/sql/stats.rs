@@ -1,63 +1,42 @@
 //! Observability statements: the backlog gauges the relay refreshes on an
 //! interval, and the full breakdown `outbox stats` prints on demand.
 
-use super::render;
-use outbox::Schema;
-
-/// Statements for metrics and `outbox stats`, for one schema.
-#[derive(Debug, Clone)]
-pub(crate) struct StatsQueries {
-    /// → `(pending, processing, failed, dead)` counts of the hot table, run
-    /// every few seconds by every relay. The hot table holds only unsent
-    /// rows (sent ones move to `messages_sent`); no index names `status`
-    /// (migration 5 keeps claims HOT), so the live rows are counted in one
-    /// pass over the table, and the dead ones from the dead index (plus any
-    /// row written `dead` by hand without a `dead_at`, seen in that pass).
-    pub(crate) backlog: String,
-    /// `$1 text topic or NULL` → `(topic, status, count)` over the hot
-    /// table, `messages_sent` and `archived_messages` (status `archived_sent`
-    /// / `archived_dead`). A full count, for `outbox stats` only.
-    pub(crate) by_topic: String,
-    /// `$1 text topic or NULL` → age in seconds of the oldest message
-    /// waiting to be published (pending or failed), or no row.
-    pub(crate) oldest_pending_age: String,
-    /// `SELECT 1`: the readiness probe's round trip.
-    pub(crate) ping: String,
-}
-
-impl StatsQueries {
-    /// Renders the statements for `schema`.
-    pub(crate) fn new(schema: &Schema) -> Self {
-        let r = |t: &str| render(t, schema);
-        Self {
-            backlog: r(
-                "SELECT count(*) FILTER (WHERE status = 'pending') AS pending, \
-                        count(*) FILTER (WHERE status = 'processing') AS processing, \
-                        count(*) FILTER (WHERE status = 'failed') AS failed, \
-                        (SELECT count(*) FROM {schema}.messages WHERE dead_at IS NOT NULL) \
-                          + count(*) FILTER (WHERE status = 'dead') AS dead \
-                   FROM {schema}.messages WHERE dead_at IS NULL",
-            ),
-            by_topic: r(
-                "SELECT topic, status, count(*) AS count FROM {schema}.messages \
-                  WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status \
-                 UNION ALL \
-                 SELECT topic, 'sent', count(*) FROM {schema}.messages_sent \
-                  WHERE $1::text IS NULL OR topic = $1 GROUP BY topic \
-                 UNION ALL \
-                 SELECT topic, 'archived_' || status, count(*) FROM {schema}.archived_messages \
-                  WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status",
-            ),
-            // By id on the claimable index: the first match is the oldest
-            // (ids and created_at grow together), so no scan of the backlog.
-            oldest_pending_age: r(
-                "SELECT extract(epoch FROM now() - created_at)::float8 AS age_seconds \
-                   FROM {schema}.messages \
-                  WHERE status IN ('pending', 'failed') AND dead_at IS NULL \
-                    AND ($1::text IS NULL OR topic = $1) \
-                  ORDER BY id LIMIT 1",
-            ),
-            ping: "SELECT 1".to_owned(),
-        }
+outbox::statements! {
+    /// Statements for metrics and `outbox stats`, for one schema.
+    pub(crate) struct StatsQueries {
+        /// → `(pending, processing, failed, dead)` counts of the hot table, run
+        /// every few seconds by every relay. The hot table holds only unsent
+        /// rows (sent ones move to `messages_sent`); no index names `status`
+        /// (migration 5 keeps claims HOT), so the live rows are counted in one
+        /// pass over the table, and the dead ones from the dead index (plus any
+        /// row written `dead` by hand without a `dead_at`, seen in that pass).
+        backlog = "SELECT count(*) FILTER (WHERE status = 'pending') AS pending, \
+                count(*) FILTER (WHERE status = 'processing') AS processing, \
+                count(*) FILTER (WHERE status = 'failed') AS failed, \
+                (SELECT count(*) FROM {schema}.messages WHERE dead_at IS NOT NULL) \
+                  + count(*) FILTER (WHERE status = 'dead') AS dead \
+           FROM {schema}.messages WHERE dead_at IS NULL",
+        /// `$1 text topic or NULL` → `(topic, status, count)` over the hot
+        /// table, `messages_sent` and `archived_messages` (status `archived_sent`
+        /// / `archived_dead`). A full count, for `outbox stats` only.
+        by_topic = "SELECT topic, status, count(*) AS count FROM {schema}.messages \
+          WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status \
+         UNION ALL \
+         SELECT topic, 'sent', count(*) FROM {schema}.messages_sent \
+          WHERE $1::text IS NULL OR topic = $1 GROUP BY topic \
+         UNION ALL \
+         SELECT topic, 'archived_' || status, count(*) FROM {schema}.archived_messages \
+          WHERE $1::text IS NULL OR topic = $1 GROUP BY topic, status",
+        /// `$1 text topic or NULL` → age in seconds of the oldest message
+        /// waiting to be published (pending or failed), or no row.
+        // By id on the claimable index: the first match is the oldest
+        // (ids and created_at grow together), so no scan of the backlog.
+        oldest_pending_age = "SELECT extract(epoch FROM now() - created_at)::float8 AS age_seconds \
+           FROM {schema}.messages \
+          WHERE status IN ('pending', 'failed') AND dead_at IS NULL \
+            AND ($1::text IS NULL OR topic = $1) \
+          ORDER BY id LIMIT 1",
+        /// `SELECT 1`: the readiness probe's round trip.
+        ping = "SELECT 1",
     }
 }
