@@ -444,6 +444,37 @@ async fn a_long_blocked_backlog_is_read_past_without_waiting_for_polls() {
     assert_eq!(sent_order_violations(&t).await, 0);
 }
 
+/// Messages a relay knows as live (a failed head, and the followers its
+/// settle released) that leave the table behind its back stop holding the
+/// aggregate back within a sweep interval: sent by the relay their bucket
+/// had passed to, or deleted by an operator. Before, only the failed head
+/// was checked; the released followers, gone, held the aggregate back for
+/// good, each later message claimed and released as "held back" over and
+/// over (what stalled `fault_ordering` once).
+#[tokio::test]
+async fn known_messages_gone_elsewhere_stop_holding_back() {
+    let t = TestSchema::new("ord_gone").await;
+    let log = Log::default();
+    let ids = enqueue(&t, &of("A", 3)).await;
+    let p = Scripted::new(&t, &log).failing(ids[0], ErrorClass::Retryable, 1);
+    let cfg = RelayConfig {
+        sweep_interval: Duration::from_millis(300),
+        ..config("r1", Duration::from_secs(3600))
+    };
+    let r = relay(&t, p, cfg);
+    let s = r.run_once().await.unwrap();
+    assert_eq!((s.failed, s.released), (1, 2), "{s:?}");
+    let client = t.pool.get().await.unwrap();
+    let gone = format!(
+        "DELETE FROM {}.messages WHERE id = ANY($1)",
+        t.schema.quoted()
+    );
+    assert_eq!(client.execute(&gone, &[&ids]).await.unwrap(), 3);
+    let later = enqueue(&t, &[("A".to_owned(), 3)]).await[0];
+    drain(&t, &r, Duration::from_secs(10)).await;
+    assert_eq!(delivered(&log, "A"), vec![later]);
+}
+
 // ---------------------------------------------------------------------------
 // Two relays, four pipelines each, random failures: the §4.5 race.
 
