@@ -47,7 +47,7 @@ pub use dead::{DeadLetters, NotReplayed, ReplayTarget};
 pub use envelope::Envelope;
 pub use error::{error_chain, Error, Result};
 pub use message::Message;
-pub use publisher::{BatchOrder, ErrorClass, Outcome, PublishError, Publisher};
+pub use publisher::{Accepted, BatchOrder, ErrorClass, Outcome, PublishError, Publisher};
 pub use relay::{PassStats, PublishedBatch, Relay, RelayConfig};
 pub use retry::RetryPolicy;
 pub use store::Store;

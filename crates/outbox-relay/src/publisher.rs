@@ -99,6 +99,37 @@ pub enum BatchOrder {
     Concurrent,
 }
 
+/// Where a publisher tells the relay, before the whole batch is done, that
+/// a message was durably accepted
+/// ([`Publisher::publish_reporting`]): the relay marks it sent while the
+/// slower messages of the batch (a Kafka topic whose leader is moving, a
+/// webhook that answers slowly) are still in flight.
+#[derive(Debug, Default)]
+pub struct Accepted(Option<tokio::sync::mpsc::UnboundedSender<usize>>);
+
+impl Accepted {
+    /// Reports that nobody reads: what [`Publisher::publish`] passes.
+    pub fn ignored() -> Self {
+        Self(None)
+    }
+
+    /// A sender and the receiver of the batch indexes it is told of.
+    pub(crate) fn channel() -> (Self, tokio::sync::mpsc::UnboundedReceiver<usize>) {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        (Self(Some(tx)), rx)
+    }
+
+    /// Message `index` of the batch was durably accepted; its outcome in
+    /// what the publish returns must then be `Ok`.
+    pub fn accepted(&self, index: usize) {
+        if let Some(tx) = &self.0 {
+            // The relay stopped listening (the publish missed its deadline):
+            // the outcome the publish returns still counts.
+            let _ = tx.send(index);
+        }
+    }
+}
+
 /// A destination for outbox messages.
 ///
 /// `publish` must return exactly one outcome per message, in batch order,
@@ -123,6 +154,20 @@ pub trait Publisher: Send + Sync {
     /// Publishes a batch.
     fn publish(&self, batch: &[Message]) -> impl Future<Output = Vec<Outcome>> + Send;
 
+    /// As [`publish`](Self::publish), telling `accepted` of each message as
+    /// soon as the destination has durably accepted it, so that the relay
+    /// can mark it sent without waiting for the rest of the batch. What the
+    /// relay calls; the default tells nothing early. Worth overriding where
+    /// acknowledgements arrive one by one (Kafka's delivery reports).
+    fn publish_reporting(
+        &self,
+        batch: &[Message],
+        accepted: &Accepted,
+    ) -> impl Future<Output = Vec<Outcome>> + Send {
+        let _ = accepted;
+        self.publish(batch)
+    }
+
     /// Checks the destination is reachable.
     fn check(&self) -> impl Future<Output = Result<(), PublishError>> + Send;
 
@@ -141,6 +186,13 @@ impl<P: Publisher> Publisher for std::sync::Arc<P> {
     }
     fn publish(&self, batch: &[Message]) -> impl Future<Output = Vec<Outcome>> + Send {
         (**self).publish(batch)
+    }
+    fn publish_reporting(
+        &self,
+        batch: &[Message],
+        accepted: &Accepted,
+    ) -> impl Future<Output = Vec<Outcome>> + Send {
+        (**self).publish_reporting(batch, accepted)
     }
     fn check(&self) -> impl Future<Output = Result<(), PublishError>> + Send {
         (**self).check()

@@ -171,6 +171,15 @@ impl Publisher for AnyPublisher {
         forward!(self, p => p.publish(batch).await)
     }
 
+    #[allow(unused_variables)]
+    async fn publish_reporting(
+        &self,
+        batch: &[Message],
+        accepted: &crate::Accepted,
+    ) -> Vec<Outcome> {
+        forward!(self, p => p.publish_reporting(batch, accepted).await)
+    }
+
     fn batch_order(&self) -> crate::BatchOrder {
         forward!(self, p => p.batch_order())
     }

@@ -106,6 +106,9 @@ pub struct PublishedBatch {
     keys: HashMap<i64, i64>,
     /// See [`PassStats::read_on`].
     read_on: bool,
+    /// Rows the publisher reported accepted while the rest of the batch
+    /// was in flight, already marked sent.
+    early: publish::EarlySent,
 }
 
 impl PublishedBatch {
@@ -119,9 +122,15 @@ impl PublishedBatch {
 
     /// Rows the publisher accepted.
     pub fn published(&self) -> usize {
-        self.outcomes
-            .as_ref()
-            .map_or(0, |o| o.iter().filter(|o| o.is_ok()).count())
+        match &self.outcomes {
+            Some(o) => self
+                .messages
+                .iter()
+                .zip(o)
+                .filter(|(m, o)| o.is_ok() || self.early.ids.contains(&m.id))
+                .count(),
+            None => self.early.ids.len(),
+        }
     }
 }
 
@@ -285,12 +294,20 @@ impl<P: Publisher> Relay<P> {
             .filter(|m| !held.contains(&m.id))
             .collect();
         let refused = claimed.refused;
+        let mut early = publish::EarlySent::default();
         let outcomes = if messages.is_empty() {
             Some(Vec::new())
         } else {
             crate::metrics::claimed(messages.len());
-            self.publish_keeping_lease(&messages, &refused, &mut lease, abandon, &claimed.keys)
-                .await
+            self.publish_keeping_lease(
+                &messages,
+                &refused,
+                &mut lease,
+                abandon,
+                &claimed.keys,
+                &mut early,
+            )
+            .await
         };
         Ok(PublishedBatch {
             lease: Some(lease),
@@ -301,6 +318,7 @@ impl<P: Publisher> Relay<P> {
             held_back,
             keys: claimed.keys,
             read_on: false,
+            early,
         })
     }
 

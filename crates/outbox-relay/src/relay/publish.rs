@@ -3,14 +3,32 @@
 //! and missed deadlines turned into retryable failures.
 
 use super::Relay;
-use crate::publisher::{BatchOrder, Publisher};
-use crate::store::Lease;
+use crate::publisher::{Accepted, BatchOrder, Publisher};
+use crate::store::{Lease, SettleParams};
 use crate::{Message, Outcome, PublishError};
 use futures_util::FutureExt;
 use std::collections::{HashMap, HashSet};
 use std::num::NonZeroU32;
 use std::panic::AssertUnwindSafe;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
+
+/// How long messages the destination accepted wait, while the rest of their
+/// batch is still in flight, before they are marked sent on their own: a
+/// batch that ends within this costs one settle statement, as ever; only a
+/// slow one pays for the early ones.
+const EARLY_SETTLE_AFTER: Duration = Duration::from_millis(200);
+
+/// Rows of a batch marked sent while the rest of it was still in flight.
+#[derive(Debug, Default)]
+pub(super) struct EarlySent {
+    /// Marked sent by an early settle that committed.
+    pub ids: HashSet<i64>,
+    /// An early settle matched fewer rows than it was given: the lease of
+    /// some was lost (another relay took them over).
+    pub lost: bool,
+}
 
 impl<P: Publisher> Relay<P> {
     /// Publishes `messages`, extending their lease every half lease while
@@ -23,6 +41,11 @@ impl<P: Publisher> Relay<P> {
     /// would leave a `locked_at` this relay does not know, and neither the
     /// settle nor the release at shutdown would match the rows any more
     /// (they would sit in `processing` until the reaper).
+    ///
+    /// Messages the publisher reports accepted before the whole batch is
+    /// done ([`Accepted`]) are marked sent on their own once they have
+    /// waited [`EARLY_SETTLE_AFTER`], into `early`; the lease of the rest
+    /// is kept as before.
     pub(super) async fn publish_keeping_lease(
         &self,
         messages: &[Message],
@@ -30,7 +53,9 @@ impl<P: Publisher> Relay<P> {
         lease: &mut Lease,
         abandon: &CancellationToken,
         keys: &HashMap<i64, i64>,
+        early: &mut EarlySent,
     ) -> Option<Vec<Outcome>> {
+        let (accepted_tx, mut accepted) = tokio::sync::mpsc::unbounded_channel::<i64>();
         let publish = async {
             if let Some(limiter) = &self.limiter {
                 if let Some(n) = NonZeroU32::new(messages.len() as u32) {
@@ -38,10 +63,14 @@ impl<P: Publisher> Relay<P> {
                     let _ = limiter.until_n_ready(n).await;
                 }
             }
-            self.publish_in_waves(messages, refused, keys).await
+            self.publish_in_waves(messages, refused, keys, &accepted_tx)
+                .await
         };
         tokio::pin!(publish);
-        let ids: Vec<i64> = messages.iter().map(|m| m.id).collect();
+        let mut ids: Vec<i64> = messages.iter().map(|m| m.id).collect();
+        // Accepted, not yet marked sent, and since when.
+        let mut waiting: Vec<i64> = Vec::new();
+        let mut flush_at: Option<tokio::time::Instant> = None;
         // Validation keeps the lease at a second or more; the floor only
         // keeps `interval` from panicking on an unvalidated config.
         let half = (self.config.lease / 2).max(std::time::Duration::from_millis(1));
@@ -51,12 +80,57 @@ impl<P: Publisher> Relay<P> {
         let mut tick = tokio::time::interval_at(first, half);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            let flush = async {
+                match flush_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 o = &mut publish => return Some(o),
                 _ = abandon.cancelled() => return None,
-                // The extension runs in the branch's body, where nothing
-                // else is polled: shutdown cannot cancel it half-done.
+                // The extension and the early settle run in the branch's
+                // body, where nothing else is polled: shutdown cannot
+                // cancel them half-done.
                 _ = tick.tick() => self.extend_lease(lease, &ids).await,
+                Some(id) = accepted.recv() => {
+                    waiting.push(id);
+                    flush_at.get_or_insert_with(|| tokio::time::Instant::now() + EARLY_SETTLE_AFTER);
+                }
+                _ = flush => {
+                    flush_at = None;
+                    let sent = std::mem::take(&mut waiting);
+                    if self.settle_early(lease, &sent, early).await {
+                        ids.retain(|id| !early.ids.contains(id));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Marks `sent` (accepted while the rest of their batch is in flight)
+    /// sent under `lease`. Returns whether the statement committed; on an
+    /// error they are settled with the rest of the batch.
+    async fn settle_early(&self, lease: &Lease, sent: &[i64], early: &mut EarlySent) -> bool {
+        let p = SettleParams {
+            sent: sent.to_vec(),
+            ..SettleParams::default()
+        };
+        match self.store.settle_messages(lease, &p).await {
+            Ok(settled) => {
+                if (settled.sent as usize) < sent.len() {
+                    early.lost = true;
+                    tracing::warn!(
+                        lost = sent.len() - settled.sent as usize,
+                        "lease lost before settling; another relay owns those rows now"
+                    );
+                }
+                early.ids.extend(sent.iter().copied());
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %crate::error_chain(&e), "could not mark accepted messages sent early; they are settled with their batch");
+                false
             }
         }
     }
@@ -88,6 +162,7 @@ impl<P: Publisher> Relay<P> {
         messages: &[Message],
         refused: &[(i64, String)],
         keys: &HashMap<i64, i64>,
+        accepted: &UnboundedSender<i64>,
     ) -> Vec<Outcome> {
         let key = |m: &Message| keys.get(&m.id).copied();
         let repeats = {
@@ -95,7 +170,9 @@ impl<P: Publisher> Relay<P> {
             messages.iter().filter_map(key).any(|k| !seen.insert(k))
         };
         if keys.is_empty() || !repeats || self.publisher.batch_order() != BatchOrder::Concurrent {
-            return self.publish_all_but_refused(messages, refused).await;
+            return self
+                .publish_all_but_refused(messages, refused, accepted)
+                .await;
         }
         let mut outcomes: Vec<Option<Outcome>> = vec![None; messages.len()];
         let mut failed: HashSet<i64> = HashSet::new();
@@ -113,7 +190,9 @@ impl<P: Publisher> Relay<P> {
                 break;
             }
             let batch: Vec<Message> = wave.iter().map(|&i| messages[i].clone()).collect();
-            let results = self.publish_all_but_refused(&batch, refused).await;
+            let results = self
+                .publish_all_but_refused(&batch, refused, accepted)
+                .await;
             for (&i, o) in wave.iter().zip(results) {
                 if o.is_err() {
                     failed.extend(key(&messages[i]));
@@ -140,9 +219,10 @@ impl<P: Publisher> Relay<P> {
         &self,
         messages: &[Message],
         refused: &[(i64, String)],
+        accepted: &UnboundedSender<i64>,
     ) -> Vec<Outcome> {
         if refused.is_empty() {
-            return self.publish_within_deadline(messages).await;
+            return self.publish_within_deadline(messages, accepted).await;
         }
         let reason = |id: i64| refused.iter().find(|(r, _)| *r == id).map(|(_, s)| s);
         let publishable: Vec<Message> = messages
@@ -153,7 +233,7 @@ impl<P: Publisher> Relay<P> {
         let mut published = if publishable.is_empty() {
             Vec::new()
         } else {
-            self.publish_within_deadline(&publishable).await
+            self.publish_within_deadline(&publishable, accepted).await
         }
         .into_iter();
         messages
@@ -173,15 +253,43 @@ impl<P: Publisher> Relay<P> {
     /// The publisher's outcomes, or a retryable failure for every message
     /// when it panics or misses the publish deadline: either way the batch
     /// is retried later and the relay carries on.
-    async fn publish_within_deadline(&self, messages: &[Message]) -> Vec<Outcome> {
+    async fn publish_within_deadline(
+        &self,
+        messages: &[Message],
+        accepted: &UnboundedSender<i64>,
+    ) -> Vec<Outcome> {
         let started = std::time::Instant::now();
         let name = self.publisher.name();
         let timeout = self.config.publish_timeout;
+        let (reports, mut indexes) = Accepted::channel();
         // The call itself inside the async block: a publisher that panics
-        // before returning its future is caught too.
-        let publish = AssertUnwindSafe(async { self.publisher.publish(messages).await });
+        // before returning its future is caught too. The reports' sender
+        // goes with the future, so the forwarding below ends with it.
+        let publish = AssertUnwindSafe(async move {
+            let reports = reports;
+            self.publisher.publish_reporting(messages, &reports).await
+        });
+        let forward = |i: usize| {
+            if let Some(m) = messages.get(i) {
+                let _ = accepted.send(m.id);
+            }
+        };
         let failed = |e: PublishError| vec![Err(e); messages.len()];
-        let outcomes = match tokio::time::timeout(timeout, publish.catch_unwind()).await {
+        let publish = tokio::time::timeout(timeout, publish.catch_unwind());
+        tokio::pin!(publish);
+        let done = loop {
+            tokio::select! {
+                biased;
+                Some(i) = indexes.recv() => forward(i),
+                done = &mut publish => break done,
+            }
+        };
+        // What came in with the last outcome; a sender the publisher kept
+        // past its return is not waited for.
+        while let Ok(i) = indexes.try_recv() {
+            forward(i);
+        }
+        let outcomes = match done {
             Ok(Ok(outcomes)) if outcomes.len() == messages.len() => outcomes,
             // A publisher bug must not mark unpublished rows sent.
             Ok(Ok(outcomes)) => failed(PublishError::retryable(format!(

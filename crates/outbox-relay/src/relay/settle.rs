@@ -41,17 +41,22 @@ impl<P: Publisher> Relay<P> {
         // Every row of the batch with what became of it, in id order.
         let mut rows: Vec<(i64, i32, Outcome)> = Vec::new();
         let abandoned = batch.outcomes.is_none();
+        // Marked sent already, while the rest of the batch was in flight:
+        // accepted, whatever the publish said after (it may have missed
+        // its deadline on the others).
+        let early = &batch.early.ids;
         match batch.outcomes {
-            Some(outcomes) => rows.extend(
-                batch
-                    .messages
-                    .iter()
-                    .zip(outcomes)
-                    .map(|(m, o)| (m.id, m.attempts, o)),
-            ),
+            Some(outcomes) => rows.extend(batch.messages.iter().zip(outcomes).map(|(m, o)| {
+                let o = if early.contains(&m.id) { Ok(()) } else { o };
+                (m.id, m.attempts, o)
+            })),
             None => rows.extend(batch.messages.iter().map(|m| {
-                let e = PublishError::retryable("released at shutdown");
-                (m.id, m.attempts, Err(e))
+                let o = if early.contains(&m.id) {
+                    Ok(())
+                } else {
+                    Err(PublishError::retryable("released at shutdown"))
+                };
+                (m.id, m.attempts, o)
             })),
         }
         rows.extend(
@@ -103,7 +108,9 @@ impl<P: Publisher> Relay<P> {
             // failed or released, None when dead.
             let live = match outcome {
                 Ok(()) => {
-                    p.sent.push(id);
+                    if !early.contains(&id) {
+                        p.sent.push(id);
+                    }
                     order_breaks += u64::from(behind);
                     if let Some(chain) = k.and_then(|k| chains.get_mut(&k)) {
                         chain.0 = chain.0.max(id);
@@ -163,7 +170,10 @@ impl<P: Publisher> Relay<P> {
                 }
             }
         }
-        let settled = self.apply(&lease, &p, stats).await;
+        let settled = self.apply(&lease, &p, stats).await.map(|(mut stats, all)| {
+            stats.marked_sent += early.len() as u64;
+            (stats, all && !batch.early.lost)
+        });
         // Open only after it committed. A claim running meanwhile may have
         // read where to start before the open brought the floor back to
         // rows the filter had passed over: `Gates::open` marks the

@@ -154,6 +154,18 @@ impl Publisher for KafkaPublisher {
     const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Sequential;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
+        self.publish_reporting(batch, &crate::Accepted::ignored())
+            .await
+    }
+
+    /// Each delivery report is passed on as it arrives: a topic whose
+    /// partition leader is slow or moving holds only its own messages, not
+    /// the rest of the batch.
+    async fn publish_reporting(
+        &self,
+        batch: &[Message],
+        accepted: &crate::Accepted,
+    ) -> Vec<Outcome> {
         let producer = self.current();
         let bodies: Vec<String> = batch.iter().map(|m| m.payload.to_string()).collect();
         let names: Vec<&str> = batch
@@ -195,15 +207,21 @@ impl Publisher for KafkaPublisher {
                     .map_err(|(e, _)| classify(&e, &m.topic)),
             );
         }
-        let outcomes = join_all(batch.iter().zip(deliveries).map(|(m, d)| async move {
-            match d?.await {
-                Ok(Ok(_)) => Ok(()),
-                Ok(Err((e, _))) => Err(classify(&e, &m.topic)),
-                Err(_) => Err(PublishError::retryable(
-                    "kafka: the producer went away before reporting delivery",
-                )),
-            }
-        }))
+        let outcomes = join_all(batch.iter().zip(deliveries).enumerate().map(
+            |(i, (m, d))| async move {
+                let outcome = match d?.await {
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err((e, _))) => Err(classify(&e, &m.topic)),
+                    Err(_) => Err(PublishError::retryable(
+                        "kafka: the producer went away before reporting delivery",
+                    )),
+                };
+                if outcome.is_ok() {
+                    accepted.accepted(i);
+                }
+                outcome
+            },
+        ))
         .await;
         // An idempotent producer that hit a fatal error (a sequence gap, a
         // fenced epoch) refuses everything after; start a fresh one.
