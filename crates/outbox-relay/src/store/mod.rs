@@ -19,11 +19,13 @@ mod dead;
 mod order;
 mod sql;
 mod stats;
+mod ui;
 
 pub use archive::{ArchiveBatch, ArchiveBatchParams};
-pub use dead::{DeadListParams, DeadMessage, ReplayParams};
+pub use dead::{DeadFilterParams, DeadListParams, DeadMessage, DeadSummary, ReplayParams};
 pub use order::{BucketSet, Heartbeat, BUCKETS};
 pub use stats::{Backlog, TopicCounts};
+pub use ui::{HotCount, RecentReplay, RegisteredRelay, SentCounters};
 
 use sql::Queries;
 

@@ -1,0 +1,53 @@
+//! The operator page's snapshot statements (`outbox ui`). One snapshot is
+//! computed per interval for every viewer, so these run at most once per
+//! interval whatever the number of open pages.
+
+use super::render;
+use outbox::Schema;
+
+/// Statements of the operator page, for one schema.
+#[derive(Debug, Clone)]
+pub(crate) struct UiQueries {
+    /// → `(topic, status, relay text or NULL, count int8, last_claim
+    /// timestamptz or NULL)`: the hot table in one pass, by topic and
+    /// status, with the rows in flight also by the relay that holds them.
+    /// The hot table holds only unsent rows (sent ones move to
+    /// `messages_sent`) and no index names `status` (migration 5), so this
+    /// is the same single pass as the relay's own backlog gauge.
+    pub(crate) hot_counts: String,
+    /// → `(sent_inserted int8 or NULL, sent_estimate int8)`: rows ever
+    /// inserted into `messages_sent` (the statistics collector's counter,
+    /// for the throughput chart: two samples' difference is what was sent
+    /// between them) and the planner's estimate of its size. Neither
+    /// reads the table.
+    pub(crate) sent_counters: String,
+    /// → `(relay_id, ordering, lease_until, started_at)` of the relays
+    /// registered for ordering per aggregate.
+    pub(crate) relays: String,
+    /// `$1 int8 limit` → `(id, message_id, replayed_at, replayed_by,
+    /// dead_reason)` of the newest replays.
+    pub(crate) recent_replays: String,
+}
+
+impl UiQueries {
+    /// Renders the statements for `schema`.
+    pub(crate) fn new(schema: &Schema) -> Self {
+        let r = |t: &str| render(t, schema);
+        Self {
+            hot_counts: r("SELECT topic, status, \
+                        CASE WHEN status = 'processing' THEN locked_by END AS relay, \
+                        count(*) AS count, max(locked_at) AS last_claim \
+                   FROM {schema}.messages GROUP BY 1, 2, 3"),
+            sent_counters: r("SELECT s.n_tup_ins AS sent_inserted, \
+                        greatest(c.reltuples, 0)::int8 AS sent_estimate \
+                   FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid \
+                  WHERE c.oid = to_regclass('{schema}.messages_sent')"),
+            relays: r("SELECT relay_id, ordering, lease_until, started_at \
+                   FROM {schema}.relays ORDER BY relay_id"),
+            recent_replays: r(
+                "SELECT id, message_id, replayed_at, replayed_by, dead_reason \
+                   FROM {schema}.dead_replays ORDER BY id DESC LIMIT $1",
+            ),
+        }
+    }
+}
