@@ -1,6 +1,7 @@
 //! The relay's HTTP side (`--metrics-addr`): `/metrics` in Prometheus text
-//! format, `/healthz` (the process answers) and `/readyz` (the database and
-//! the publisher both answer).
+//! format, `/healthz` (the process answers), `/readyz` (the database and
+//! the publisher both answer) and the operator page at `/` (`crate::ui`).
+//! [`serve`], with its connection limit and timeouts, serves `outbox ui` too.
 
 use anyhow::Context;
 use axum::extract::State;
@@ -143,11 +144,13 @@ struct AppState {
 }
 
 /// Binds `addr` now, so a taken port fails the start with one clear line,
-/// and returns the server, which runs until `shutdown`.
+/// and returns the server, which runs until `shutdown`. The operator page
+/// is served at `/` over `store`, with actions if `ui_token` is set.
 pub async fn bind(
     addr: SocketAddr,
     metrics: PrometheusHandle,
     probes: Probes,
+    ui_token: Option<String>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<impl std::future::Future<Output = ()>> {
     let listener = TcpListener::bind(addr)
@@ -167,6 +170,20 @@ pub async fn bind(
             }
         }
     };
+    let actions = ui_token.is_some();
+    let breaker_source = {
+        let handle = metrics.clone();
+        Arc::new(move || breaker_open(&handle.render())) as crate::ui::BreakerSource
+    };
+    let (page, snapshots) = crate::ui::router(
+        probes.store.clone(),
+        crate::ui::Options {
+            token: ui_token,
+            interval: crate::ui::DEFAULT_INTERVAL,
+            breaker: Some(breaker_source),
+        },
+        shutdown.clone(),
+    );
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -174,7 +191,8 @@ pub async fn bind(
         .with_state(AppState {
             metrics,
             probes: Arc::new(probes),
-        });
+        })
+        .merge(page);
     if !bound.ip().is_loopback() {
         tracing::warn!(
             addr = %bound,
@@ -183,16 +201,31 @@ pub async fn bind(
              a scraper elsewhere needs it, and firewall it"
         );
     }
-    tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+    tracing::info!(
+        addr = %bound,
+        page_actions = if actions { "on (OUTBOX_UI_TOKEN)" } else { "off (read-only: no OUTBOX_UI_TOKEN)" },
+        "serving /metrics, /healthz, /readyz and the operator page at /"
+    );
     Ok(async move {
-        tokio::join!(serve(listener, app, shutdown), upkeep);
+        tokio::join!(serve(listener, app, shutdown), upkeep, snapshots);
     })
+}
+
+/// The breaker gauge in the exporter's text: `Some(true)` while open,
+/// `None` before the relay has set it.
+fn breaker_open(text: &str) -> Option<bool> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(m::BREAKER_OPEN)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v > 0.0)
 }
 
 /// Accepts connections until `shutdown`, each served by hyper with
 /// [`HEADER_READ_TIMEOUT`] and [`MAX_CONNECTION_AGE`], at most
 /// [`MAX_CONNECTIONS`] at once. (`axum::serve` has neither timeout nor limit.)
-async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
+/// Each request carries its peer's address (`ConnectInfo`), which the
+/// operator page's audit lines name.
+pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
@@ -203,7 +236,7 @@ async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) 
             _ = shutdown.cancelled() => break,
             p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
         };
-        let (socket, _) = tokio::select! {
+        let (socket, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -215,7 +248,14 @@ async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) 
                 }
             },
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let app = app.clone();
+        let service = hyper_util::service::TowerToHyperService::new(tower::service_fn(
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                tower::ServiceExt::oneshot(app.clone(), req)
+            },
+        ));
         let conn = http.serve_connection(hyper_util::rt::TokioIo::new(socket), service);
         let stop = shutdown.clone();
         tokio::spawn(async move {

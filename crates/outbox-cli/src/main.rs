@@ -8,6 +8,7 @@
 mod cmd;
 mod db;
 mod http;
+mod ui;
 
 use outbox_cli::{config, logging};
 
@@ -56,6 +57,9 @@ enum Command {
     Bench(cmd::bench::Args),
     /// The least-privilege GRANTs for a producer role and a relay role.
     Grants(cmd::grants::Args),
+    /// The operator page: counts, throughput, relays and dead letters, live
+    /// in a browser; replay and purge with OUTBOX_UI_TOKEN.
+    Ui(cmd::ui::Args),
 }
 
 fn main() -> ExitCode {
@@ -199,5 +203,6 @@ async fn run(cli: Cli, settings: config::Settings) -> anyhow::Result<()> {
         Command::Demo(args) => until_signal(cmd::demo::run(url, schema, args)).await,
         Command::Bench(args) => until_signal(cmd::bench::run(url, args)).await,
         Command::Grants(args) => cmd::grants::run(url, schema, args).await,
+        Command::Ui(args) => cmd::ui::run(url, schema, args).await,
     }
 }
