@@ -282,7 +282,7 @@ pub fn live(s: &Snapshot) -> Markup {
                 }
             }
             div.card {
-                span.label { "sent (estimate)" }
+                span.label { "sent, not archived (stats)" }
                 span.value #count-sent { (s.sent_estimate) }
             }
             div.card {

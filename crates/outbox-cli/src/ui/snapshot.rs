@@ -57,7 +57,7 @@ pub struct Snapshot {
     /// Rows of the hot table by topic, then status.
     pub topics: BTreeMap<String, BTreeMap<String, i64>>,
     pub oldest_pending: Option<Duration>,
-    /// The planner's estimate of the sent table's rows.
+    /// The sent table's rows, as the statistics collector counts them.
     pub sent_estimate: i64,
     /// Messages sent per second between consecutive snapshots, oldest first.
     pub throughput: Vec<f64>,

@@ -27,7 +27,7 @@ pub struct SentCounters {
     /// Rows ever inserted (reset with the statistics); `None` before the
     /// collector has seen the table.
     pub inserted: Option<i64>,
-    /// The planner's estimate of the rows in it now.
+    /// The rows in it now, as the statistics collector counts them.
     pub estimate: i64,
 }
 

@@ -18,8 +18,9 @@ pub(crate) struct UiQueries {
     /// → `(sent_inserted int8 or NULL, sent_estimate int8)`: rows ever
     /// inserted into `messages_sent` (the statistics collector's counter,
     /// for the throughput chart: two samples' difference is what was sent
-    /// between them) and the planner's estimate of its size. Neither
-    /// reads the table.
+    /// between them) and the collector's count of its live rows (the
+    /// planner's estimate before the collector has one). Neither reads the
+    /// table, which holds every sent message not yet archived.
     pub(crate) sent_counters: String,
     /// → `(relay_id, ordering, lease_until, started_at)` of the relays
     /// registered for ordering per aggregate.
@@ -39,7 +40,7 @@ impl UiQueries {
                         count(*) AS count, max(locked_at) AS last_claim \
                    FROM {schema}.messages GROUP BY 1, 2, 3"),
             sent_counters: r("SELECT s.n_tup_ins AS sent_inserted, \
-                        greatest(c.reltuples, 0)::int8 AS sent_estimate \
+                        coalesce(s.n_live_tup, greatest(c.reltuples, 0)::int8) AS sent_estimate \
                    FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid \
                   WHERE c.oid = to_regclass('{schema}.messages_sent')"),
             relays: r("SELECT relay_id, ordering, lease_until, started_at \
