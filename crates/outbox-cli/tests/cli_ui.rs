@@ -566,3 +566,77 @@ async fn fifty_viewers_cost_the_database_what_one_does() {
         "{fifty_scans} scans for {snapshots} snapshots"
     );
 }
+
+/// The relay's `--metrics-addr` server serves the same page at `/`, with
+/// the breaker's state the relay knows; without a token, read-only.
+#[tokio::test]
+async fn the_relay_serves_the_page_at_its_metrics_address() {
+    let t = TestSchema::new("cli_ui_relay").await;
+    let id = dead(&t, "orders", 1).await;
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let _relay = Running(
+        outbox(t.name(), &["relay", "--metrics-addr", &addr])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the relay's page", || {
+        get(port, "/").is_some_and(|(s, body)| s == 200 && body.contains("id=\"breaker\">closed"))
+    });
+    let (_, page) = get(port, "/").unwrap();
+    assert!(page.contains("Read-only"), "{page}");
+    assert!(page.contains(&format!("data-id=\"{id}\"")), "{page}");
+    assert_eq!(get(port, "/healthz").unwrap().0, 200);
+    assert!(get(port, "/metrics")
+        .unwrap()
+        .1
+        .contains("outbox_breaker_open"));
+    let r = client()
+        .post(format!("http://{addr}/replay"))
+        .header(AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .form(&[("id", id.to_string()), ("confirm", "yes".into())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::FORBIDDEN);
+    assert_eq!(status(&t, id).await, "dead");
+}
+
+/// The README's line, as written: a fresh token from `openssl rand -hex
+/// 24`, then `outbox ui` on the default address, actions on.
+#[tokio::test]
+async fn the_readme_command_serves_the_page() {
+    let t = TestSchema::new("cli_ui_readme").await;
+    let line = "OUTBOX_UI_TOKEN=$(openssl rand -hex 24) outbox ui";
+    let (assignment, command) = line.split_once(") ").unwrap();
+    let generator = assignment.strip_prefix("OUTBOX_UI_TOKEN=$(").unwrap();
+    let argv: Vec<&str> = generator.split_whitespace().collect();
+    let out = std::process::Command::new(argv[0])
+        .args(&argv[1..])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{generator} failed");
+    let token = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    assert_eq!(token.len(), 48, "{token}");
+    assert!(
+        std::net::TcpListener::bind("127.0.0.1:9091").is_ok(),
+        "127.0.0.1:9091, the README's address, is taken: stop what listens there"
+    );
+    let args: Vec<&str> = command.split_whitespace().skip(1).collect();
+    let _ui = Running(
+        outbox(t.name(), &args)
+            .env("OUTBOX_UI_TOKEN", &token)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the page on 127.0.0.1:9091", || {
+        get(9091, "/").is_some_and(|(s, _)| s == 200)
+    });
+    let (_, page) = get(9091, "/").unwrap();
+    // With a token the page offers to sign in; without one it says read-only.
+    assert!(page.contains("Sign in to act"), "{page}");
+}
