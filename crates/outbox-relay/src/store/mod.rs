@@ -445,6 +445,9 @@ pub fn statement_for_tests(schema: &Schema, name: &str) -> Option<String> {
         "claim" => q.claim,
         "stats.backlog" => q.stats.backlog,
         "stats.oldest_pending_age" => q.stats.oldest_pending_age,
+        "ui.hot_counts" => q.ui.hot_counts,
+        "ui.sent_counters" => q.ui.sent_counters,
+        "dead.newest" => q.dead.newest,
         _ => return None,
     })
 }
