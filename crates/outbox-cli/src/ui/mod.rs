@@ -35,6 +35,10 @@ use tokio_util::sync::CancellationToken;
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(2);
 /// Dead letters in the live list (the newest).
 const LIVE_DEAD: i64 = 50;
+/// How soon a browser reconnects its event stream (the server ends every
+/// connection after `http::MAX_CONNECTION_AGE`); EventSource's own default
+/// is a few seconds.
+const RECONNECT: Duration = Duration::from_secs(1);
 /// Dead letters a filtered list shows.
 const FILTERED_DEAD: i64 = 200;
 
@@ -222,13 +226,14 @@ async fn events(State(ui): State<Ui>) -> impl IntoResponse {
             rx.changed().await.ok()?;
             let snap = rx.borrow_and_update().clone();
             if snap.seq > 0 {
-                let event = Event::default().event("snapshot").data(snap.event.as_str());
+                let event = Event::default()
+                    .event("snapshot")
+                    .retry(RECONNECT)
+                    .data(snap.event.as_str());
                 return Some((Ok::<_, Infallible>(event), rx));
             }
         }
     });
-    // A reconnect (the server closes every connection after a minute)
-    // comes back within a second.
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 
