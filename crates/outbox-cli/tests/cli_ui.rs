@@ -1,48 +1,18 @@
 //! `outbox ui`, over HTTP against the real binary: who may act (token,
 //! cookie, cross-site refusal), escaping of what the database holds,
-//! replay and purge, and one count per interval however many watch.
+//! replay and purge, the page on the relay's metrics server. The cost of
+//! many viewers: `cli_ui_fanout.rs`.
 
 mod common;
 
 use common::net::{free_port, get, wait_for, Running};
+use common::ui::{client, sse_events, start, TOKEN};
 use common::{dead, outbox, run};
 use outbox_testkit::TestSchema;
 use reqwest::header::{AUTHORIZATION, COOKIE, ORIGIN, SET_COOKIE};
 use reqwest::StatusCode;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-const TOKEN: &str = "test-token-0123456789abcdef";
-
-/// `outbox ui` on a free loopback port, once it answers.
-fn start(t: &TestSchema, extra: &[&str], token: Option<&str>) -> (Running, u16) {
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let mut args = vec!["ui", "--addr", addr.as_str()];
-    args.extend(extra);
-    let mut cmd = outbox(t.name(), &args);
-    if let Some(tok) = token {
-        cmd.env("OUTBOX_UI_TOKEN", tok);
-    }
-    let child = cmd
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let ui = Running(child);
-    wait_for("the operator page to answer", || {
-        get(port, "/assets/ui.css").is_some()
-    });
-    (ui, port)
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
+use std::time::Duration;
 
 async fn status(t: &TestSchema, id: i64) -> String {
     let sql = format!(
@@ -406,165 +376,6 @@ async fn replay_matching_a_filter_and_purge() {
     .await
     .unwrap();
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
-}
-
-/// Opens `/events` and collects `(seq, data)` of each snapshot event for
-/// `how_long`, or until `n` arrived.
-async fn sse_events(port: u16, n: usize, how_long: Duration) -> Vec<(u64, String)> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .unwrap();
-    s.write_all(b"GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n")
-        .await
-        .unwrap();
-    let mut lines = BufReader::new(s).lines();
-    let mut got = Vec::new();
-    let deadline = tokio::time::Instant::now() + how_long;
-    while got.len() < n {
-        let line = match tokio::time::timeout_at(deadline, lines.next_line()).await {
-            Ok(Ok(Some(l))) => l,
-            _ => break,
-        };
-        // Chunked framing leaves size lines between events; only data matters.
-        if let Some(data) = line.strip_prefix("data: ") {
-            let v: serde_json::Value = serde_json::from_str(data).unwrap();
-            got.push((v["seq"].as_u64().unwrap(), data.to_owned()));
-        }
-    }
-    got
-}
-
-/// Scans of the schema's hot table so far (sequential and index), as the
-/// statistics collector counts them: a database-side count of what the
-/// page's queries cost, whoever sent them.
-async fn scans(t: &TestSchema) -> i64 {
-    let c = t.pool.get().await.unwrap();
-    c.execute("SELECT pg_stat_clear_snapshot()", &[])
-        .await
-        .unwrap();
-    c.query_one(
-        "SELECT (coalesce(seq_scan, 0) + coalesce(idx_scan, 0))::int8 \
-           FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'messages'",
-        &[&t.name()],
-    )
-    .await
-    .unwrap()
-    .get(0)
-}
-
-/// Runs the page for `how_long` with `clients` SSE clients; returns each
-/// client's snapshot numbers and the hot-table scans the run cost.
-async fn watch_with(t: &TestSchema, clients: usize, how_long: Duration) -> (Vec<Vec<u64>>, i64) {
-    let before = scans(t).await;
-    let (ui, port) = start(t, &["--interval", "1s"], None);
-    let tasks: Vec<_> = (0..clients)
-        .map(|_| tokio::spawn(sse_events(port, usize::MAX, how_long)))
-        .collect();
-    let mut seqs = Vec::new();
-    for task in tasks {
-        seqs.push(task.await.unwrap().into_iter().map(|(s, _)| s).collect());
-    }
-    // Ending the process ends its connections; each backend flushes its
-    // statistics as it exits. Wait until none is left.
-    std::process::Command::new("kill")
-        .args(["-TERM", &ui.0.id().to_string()])
-        .status()
-        .unwrap();
-    drop(ui);
-    settle(t).await;
-    (seqs, scans(t).await - before)
-}
-
-/// Waits until no other session's last statement named the schema: each
-/// has ended, and flushed its statistics as it did.
-async fn settle(t: &TestSchema) {
-    let c = t.pool.get().await.unwrap();
-    let pattern = format!("%{}%", t.name());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let left: i64 = c
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity \
-                  WHERE pid <> pg_backend_pid() AND query LIKE $1",
-                &[&pattern],
-            )
-            .await
-            .unwrap()
-            .get(0);
-        if left == 0 {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "sessions on the schema stay open"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-#[tokio::test]
-async fn fifty_viewers_cost_the_database_what_one_does() {
-    // Created and seeded on a connection of its own, closed before measuring,
-    // so no scan of the setup is counted late (a session flushes its
-    // statistics when it ends, or up to 10 s after its last statement).
-    let t = TestSchema::unmigrated("cli_ui_fanout").await;
-    {
-        let (client, conn) =
-            tokio_postgres::connect(&outbox_testkit::database_url(), tokio_postgres::NoTls)
-                .await
-                .unwrap();
-        let conn = tokio::spawn(conn);
-        outbox::migrate(&client, &t.schema).await.unwrap();
-        let q = t.schema.quoted();
-        client
-            .batch_execute(&format!(
-                "INSERT INTO {q}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
-                   SELECT 'e', 'a', i::text, 'orders', '{{}}' FROM generate_series(1, 20) i; \
-                 INSERT INTO {q}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
-                   status, attempts, dead_at, dead_reason) \
-                   VALUES ('e', 'a', 'x', 'orders', '{{}}', 'dead', 3, now(), 'no')"
-            ))
-            .await
-            .unwrap();
-        drop(client);
-        conn.await.unwrap().unwrap();
-    }
-    settle(&t).await;
-    let how_long = Duration::from_secs(5);
-    let (one, one_scans) = watch_with(&t, 1, how_long).await;
-    let (fifty, fifty_scans) = watch_with(&t, 50, how_long).await;
-    eprintln!(
-        "hot-table scans in {how_long:?} at a 1 s interval: 1 viewer {one_scans}, \
-         50 viewers {fifty_scans}; snapshots seen: {:?} / {:?}",
-        one[0], fifty[0]
-    );
-    // Every viewer sees the same snapshots: one count, fanned out.
-    let first = &fifty[0];
-    assert!(first.len() >= 3, "too few snapshots: {first:?}");
-    for (i, s) in fifty.iter().enumerate() {
-        let common: Vec<&u64> = s.iter().filter(|x| first.contains(x)).collect();
-        assert!(
-            common.len() + 1 >= s.len().min(first.len()),
-            "viewer {i}: {s:?} vs {first:?}"
-        );
-    }
-    // At most one count per interval (plus the first, at once).
-    let max_snapshots = how_long.as_secs() + 2;
-    let seen = fifty.iter().flatten().max().unwrap() - fifty.iter().flatten().min().unwrap() + 1;
-    assert!(seen <= max_snapshots, "{seen} snapshots in {how_long:?}");
-    // And the database agrees: fifty viewers cost what one does, within
-    // one snapshot's scans (the two runs' windows differ by a tick).
-    let per_snapshot = one_scans as f64 / one[0].len().max(1) as f64;
-    assert!(
-        (fifty_scans as f64) <= one_scans as f64 + 2.0 * per_snapshot,
-        "50 viewers: {fifty_scans} scans, 1 viewer: {one_scans}"
-    );
-    // Each snapshot scans the hot table a fixed few times, whoever watches.
-    let snapshots = fifty.iter().flatten().max().unwrap();
-    assert!(
-        fifty_scans as u64 <= 3 * snapshots,
-        "{fifty_scans} scans for {snapshots} snapshots"
-    );
 }
 
 /// The relay's `--metrics-addr` server serves the same page at `/`, with
