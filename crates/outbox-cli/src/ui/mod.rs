@@ -78,6 +78,9 @@ struct Inner {
     /// Rings the snapshot task when a viewer arrives while it idles.
     wake: Notify,
     interval: Duration,
+    /// Ends the event streams too: a graceful shutdown would otherwise
+    /// wait on them.
+    shutdown: CancellationToken,
 }
 
 /// The page's routes, and the task that computes its snapshots; the task
@@ -96,6 +99,7 @@ pub fn router(
             snapshots: tx,
             wake: Notify::new(),
             interval: options.interval,
+            shutdown: shutdown.clone(),
         }),
     };
     let task = snapshot::run(ui.clone(), options.breaker, shutdown);
@@ -221,16 +225,20 @@ async fn events(State(ui): State<Ui>) -> impl IntoResponse {
     ui.inner.wake.notify_one();
     // The current snapshot first (if there is one yet), then each new one.
     rx.mark_changed();
-    let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+    let stop = ui.inner.shutdown.clone();
+    let stream = futures_util::stream::unfold((rx, stop), |(mut rx, stop)| async move {
         loop {
-            rx.changed().await.ok()?;
+            tokio::select! {
+                changed = rx.changed() => changed.ok()?,
+                _ = stop.cancelled() => return None,
+            }
             let snap = rx.borrow_and_update().clone();
             if snap.seq > 0 {
                 let event = Event::default()
                     .event("snapshot")
                     .retry(RECONNECT)
                     .data(snap.event.as_str());
-                return Some((Ok::<_, Infallible>(event), rx));
+                return Some((Ok::<_, Infallible>(event), (rx, stop)));
             }
         }
     });
