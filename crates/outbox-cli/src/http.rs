@@ -170,30 +170,45 @@ pub async fn bind(
             }
         }
     };
-    let actions = ui_token.is_some();
-    let breaker_source = {
-        let handle = metrics.clone();
-        Arc::new(move || breaker_open(&handle.render())) as crate::ui::BreakerSource
+    let beyond = !bound.ip().is_loopback();
+    // The page shows producers' payloads and errors: beyond loopback it is
+    // served only with a token, which reading then needs too. A relay whose
+    // metrics port is open to scrapers does not start showing them.
+    let page_mode = match (&ui_token, beyond) {
+        (None, true) => "off: beyond this host it needs OUTBOX_UI_TOKEN",
+        (None, false) => "read-only (no OUTBOX_UI_TOKEN)",
+        (Some(_), true) => "token needed to read and act",
+        (Some(_), false) => "actions with OUTBOX_UI_TOKEN",
     };
-    let (page, snapshots) = crate::ui::router(
-        probes.store.clone(),
-        crate::ui::Options {
-            token: ui_token,
-            interval: crate::ui::DEFAULT_INTERVAL,
-            breaker: Some(breaker_source),
-        },
-        shutdown.clone(),
-    );
-    let app = Router::new()
+    let page = (ui_token.is_some() || !beyond).then(|| {
+        let breaker_source = {
+            let handle = metrics.clone();
+            Arc::new(move || breaker_open(&handle.render())) as crate::ui::BreakerSource
+        };
+        crate::ui::router(
+            probes.store.clone(),
+            crate::ui::Options {
+                token: ui_token,
+                private: beyond,
+                interval: crate::ui::DEFAULT_INTERVAL,
+                breaker: Some(breaker_source),
+            },
+            shutdown.clone(),
+        )
+    });
+    let mut app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .with_state(AppState {
             metrics,
             probes: Arc::new(probes),
-        })
-        .merge(page);
-    if !bound.ip().is_loopback() {
+        });
+    let snapshots = page.map(|(router, task)| {
+        app = std::mem::take(&mut app).merge(router);
+        task
+    });
+    if beyond {
         tracing::warn!(
             addr = %bound,
             "the metrics server listens beyond this host: /metrics and /readyz are served \
@@ -203,9 +218,14 @@ pub async fn bind(
     }
     tracing::info!(
         addr = %bound,
-        page_actions = if actions { "on (OUTBOX_UI_TOKEN)" } else { "off (read-only: no OUTBOX_UI_TOKEN)" },
+        operator_page = page_mode,
         "serving /metrics, /healthz, /readyz and the operator page at /"
     );
+    let snapshots = async move {
+        if let Some(task) = snapshots {
+            task.await;
+        }
+    };
     Ok(async move {
         tokio::join!(serve(listener, app, shutdown), upkeep, snapshots);
     })

@@ -451,3 +451,72 @@ async fn the_readme_command_serves_the_page() {
     // With a token the page offers to sign in; without one it says read-only.
     assert!(page.contains("Sign in to act"), "{page}");
 }
+
+/// Beyond loopback with a token, the page's data needs the token too:
+/// payloads and errors are the producers' data.
+#[tokio::test]
+async fn beyond_loopback_with_a_token_reading_needs_it_too() {
+    let t = TestSchema::new("cli_ui_private").await;
+    let id = dead(&t, "orders", 1).await;
+    let port = free_port();
+    let addr = format!("0.0.0.0:{port}");
+    let _ui = Running(
+        outbox(t.name(), &["ui", "--addr", &addr])
+            .env("OUTBOX_UI_TOKEN", TOKEN)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the page", || get(port, "/").is_some_and(|(s, _)| s == 200));
+    let row = format!("data-id=\"{id}\"");
+    let (_, page) = get(port, "/").unwrap();
+    assert!(
+        page.contains("id=\"private\"") && !page.contains(&row),
+        "{page}"
+    );
+    assert_eq!(get(port, "/events").unwrap().0, 401);
+    assert_eq!(get(port, &format!("/dead/{id}")).unwrap().0, 401);
+    let base = format!("http://127.0.0.1:{port}");
+    let with_bearer = client()
+        .get(format!("{base}/"))
+        .header(AUTHORIZATION, format!("Bearer {TOKEN}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(with_bearer.contains(&row), "{with_bearer}");
+    let cookie = sign_in(port).await;
+    let detail = client()
+        .get(format!("{base}/dead/{id}"))
+        .header(COOKIE, &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(detail.status(), StatusCode::OK);
+}
+
+/// A relay whose metrics port listens beyond loopback (for a scraper)
+/// does not show the page there without a token.
+#[tokio::test]
+async fn the_relay_beyond_loopback_serves_no_page_without_a_token() {
+    let t = TestSchema::new("cli_ui_relay_wide").await;
+    dead(&t, "orders", 1).await;
+    let port = free_port();
+    let addr = format!("0.0.0.0:{port}");
+    let _relay = Running(
+        outbox(t.name(), &["relay", "--metrics-addr", &addr])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the metrics server", || {
+        get(port, "/healthz").is_some_and(|(s, _)| s == 200)
+    });
+    assert_eq!(get(port, "/").unwrap().0, 404);
+    assert_eq!(get(port, "/events").unwrap().0, 404);
+    assert_eq!(get(port, "/metrics").unwrap().0, 200);
+}

@@ -51,6 +51,9 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         );
     }
     let token = if args.read_only { None } else { token };
+    // Beyond loopback the page shows producers' payloads and errors to
+    // whoever reaches it: with a token, reading needs it too.
+    let private = !args.addr.ip().is_loopback() && token.is_some();
     let pool = crate::db::connect(&crate::db::require_url(url)?, 4).await?;
     let store = Store::new(pool, schema);
     store.check_migrated().await?;
@@ -64,6 +67,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         store.clone(),
         crate::ui::Options {
             token,
+            private,
             interval: args.interval,
             breaker: None,
         },
@@ -74,6 +78,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         addr = %bound,
         schema = %store.schema(),
         actions = if actions { "on (OUTBOX_UI_TOKEN)" } else { "off (read-only)" },
+        reading = if private { "needs the token" } else { "open" },
         "operator page on http://{bound}/"
     );
     if !actions {

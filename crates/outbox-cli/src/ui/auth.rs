@@ -1,6 +1,7 @@
-//! Who may act. Reading the page needs nothing (it binds to loopback by
-//! default, and `outbox ui` refuses a wider address without a token unless
-//! told to serve read-only). Acting needs the token: as `Authorization:
+//! Who may read and act. On loopback reading the page needs nothing; on a
+//! wider address with a token, reading needs the token too (payloads and
+//! errors are the producers' data), and without a token `outbox ui` serves
+//! only when told `--read-only`. Acting needs the token: as `Authorization:
 //! Bearer` (scripts), or as the session cookie the login form sets
 //! (HttpOnly, SameSite=Strict). A browser attaches cookies to requests
 //! other sites make it send, so a cookie-authenticated POST must also come
@@ -99,6 +100,18 @@ impl Auth {
 
     fn cookie_ok(&self, headers: &HeaderMap) -> bool {
         cookie(headers, COOKIE).is_some_and(|c| self.session_is(&c))
+    }
+
+    /// Whether the request proves the token (cookie or Bearer), for
+    /// reading a page that is private: reading changes nothing, so no
+    /// same-origin proof is asked.
+    pub fn may_read(&self, headers: &HeaderMap) -> bool {
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .is_some_and(|t| self.token_is(t.trim()));
+        bearer || self.cookie_ok(headers)
     }
 
     /// What the request may do, for rendering.

@@ -47,6 +47,8 @@ const FILTERED_DEAD: i64 = 200;
 pub struct Options {
     /// The token actions need; `None` serves the page read-only.
     pub token: Option<String>,
+    /// Reading needs the token too (a page beyond loopback with a token).
+    pub private: bool,
     /// At most one snapshot per this.
     pub interval: Duration,
     /// Where the breaker's state comes from, when the page runs inside a
@@ -59,6 +61,7 @@ impl std::fmt::Debug for Options {
         // Never the token itself.
         f.debug_struct("Options")
             .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("private", &self.private)
             .field("interval", &self.interval)
             .finish()
     }
@@ -78,6 +81,8 @@ struct Inner {
     /// Rings the snapshot task when a viewer arrives while it idles.
     wake: Notify,
     interval: Duration,
+    /// Reading needs the token (see [`Options::private`]).
+    private: bool,
     /// Ends the event streams too: a graceful shutdown would otherwise
     /// wait on them.
     shutdown: CancellationToken,
@@ -95,10 +100,11 @@ pub fn router(
         inner: Arc::new(Inner {
             dead: DeadLetters::new(store.clone()),
             store,
-            auth: Auth::new(options.token),
+            auth: Auth::new(options.token.clone()),
             snapshots: tx,
             wake: Notify::new(),
             interval: options.interval,
+            private: options.private && options.token.is_some(),
             shutdown: shutdown.clone(),
         }),
     };
@@ -162,6 +168,11 @@ fn field(pairs: &[(String, String)], key: &str) -> Option<String> {
 }
 
 impl Ui {
+    /// Whether this request may see the page's data.
+    fn may_read(&self, headers: &HeaderMap) -> bool {
+        !self.inner.private || self.inner.auth.may_read(headers)
+    }
+
     /// A snapshot at most two intervals old: the current one, or (when the
     /// task has been idle) the next, which arriving here asks for.
     async fn fresh_snapshot(&self) -> Arc<Snapshot> {
@@ -186,6 +197,12 @@ impl Ui {
 }
 
 async fn index(State(ui): State<Ui>, RawQuery(q): RawQuery, headers: HeaderMap) -> Response {
+    if !ui.may_read(&headers) {
+        return page::html(
+            StatusCode::OK,
+            page::sign_in_only(ui.inner.store.schema().name()),
+        );
+    }
     let q = pairs(q.as_deref().unwrap_or(""));
     let topic = field(&q, "topic");
     let text = field(&q, "q");
@@ -220,7 +237,10 @@ async fn index(State(ui): State<Ui>, RawQuery(q): RawQuery, headers: HeaderMap) 
     page::html(StatusCode::OK, page::index(&view))
 }
 
-async fn events(State(ui): State<Ui>) -> impl IntoResponse {
+async fn events(State(ui): State<Ui>, headers: HeaderMap) -> Response {
+    if !ui.may_read(&headers) {
+        return page::problem(StatusCode::UNAUTHORIZED, "sign in with the token first");
+    }
     let mut rx = ui.inner.snapshots.subscribe();
     ui.inner.wake.notify_one();
     // The current snapshot first (if there is one yet), then each new one.
@@ -242,10 +262,15 @@ async fn events(State(ui): State<Ui>) -> impl IntoResponse {
             }
         }
     });
-    Sse::new(stream).keep_alive(KeepAlive::default())
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 async fn detail(State(ui): State<Ui>, Path(id): Path<String>, headers: HeaderMap) -> Response {
+    if !ui.may_read(&headers) {
+        return page::problem(StatusCode::UNAUTHORIZED, "sign in with the token first");
+    }
     let Ok(id) = id.parse::<i64>() else {
         return page::problem(StatusCode::NOT_FOUND, "no such message id");
     };

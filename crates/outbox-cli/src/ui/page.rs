@@ -220,6 +220,22 @@ pub fn index(v: &IndexView<'_>) -> Markup {
     )
 }
 
+/// A private page to a visitor without the token: the sign-in form only.
+pub fn sign_in_only(schema: &str) -> Markup {
+    layout(
+        &format!("outbox: {schema}"),
+        html! {
+            header {
+                h1 { "outbox " span.schema { "schema " (schema) } }
+                (access_bar(Access::SignedOut))
+            }
+            main.narrow {
+                p #private { "This page is served beyond this host: sign in with the token to see it." }
+            }
+        },
+    )
+}
+
 /// Rows of the dead-letter table.
 pub fn dead_rows(dead: &[DeadSummary]) -> Markup {
     html! {
