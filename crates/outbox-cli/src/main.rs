@@ -1,9 +1,11 @@
-//! `outbox`: migrate, relay, stats, dead-letter handling, archiving, config
-//! and the seed's demo. Parsing lives here; each subcommand is one file in
-//! `cmd/` (the demo a folder, `cmd/demo/`, with its own statements on its
-//! business table in `sql.rs`); the effective configuration (file < env <
-//! flags) in `config/`. The CLI holds no SQL of the engine: it calls
-//! `outbox_relay::Store` and the publishers.
+//! `outbox`: migrate, relay, stats, dead-letter handling, archiving, config,
+//! the operator page and the seed's demo. Parsing lives here; each
+//! subcommand is one file in `cmd/` (the demo a folder, `cmd/demo/`, with
+//! its own statements on its business table in `sql.rs`); the effective
+//! configuration (file < env < flags) in `config/`; the relay's HTTP server
+//! in `http.rs`, and the operator page it and `outbox ui` serve in `ui/`.
+//! The CLI holds no SQL of the engine: it calls `outbox_relay::Store` and
+//! the publishers.
 
 mod cmd;
 mod db;
