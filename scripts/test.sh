@@ -8,9 +8,9 @@
 #
 # It checks each local service the tests need and starts it when it is down
 # (scripts/services.sh), says what it does at each step, and installs no
-# package without saying so: as root it installs the two Debian packages a
-# fresh machine may lack (python3-venv, make/gcc), otherwise it stops and
-# prints the command to run.
+# package without saying so: as root it installs the Debian packages a
+# fresh machine may lack (python3-venv, make/gcc, chromium for the operator
+# page's browser test), otherwise it stops and prints the command to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
@@ -69,6 +69,13 @@ if [[ ! -x "$pyenv/bin/python" ]] || ! cmp -s "$requirements" "$pyenv/requiremen
   fi
   "$pyenv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
   cp "$requirements" "$pyenv/requirements.txt"
+fi
+
+# The operator page's browser test (crates/outbox-cli/tests/ui_browser.rs)
+# drives Debian's Chromium with Playwright from the virtualenv above;
+# Playwright's own browser download is not used.
+if [[ ! -x /usr/bin/chromium ]]; then
+  need_package "the operator page's browser test (headless Chromium)" chromium
 fi
 
 # The Kafka publisher builds librdkafka from source (rdkafka's bundled build),

@@ -1,6 +1,7 @@
 //! The relay's HTTP side (`--metrics-addr`): `/metrics` in Prometheus text
-//! format, `/healthz` (the process answers) and `/readyz` (the database and
-//! the publisher both answer).
+//! format, `/healthz` (the process answers), `/readyz` (the database and
+//! the publisher both answer) and the operator page at `/` (`crate::ui`).
+//! [`serve`], with its connection limit and timeouts, serves `outbox ui` too.
 
 use anyhow::Context;
 use axum::extract::State;
@@ -143,11 +144,13 @@ struct AppState {
 }
 
 /// Binds `addr` now, so a taken port fails the start with one clear line,
-/// and returns the server, which runs until `shutdown`.
+/// and returns the server, which runs until `shutdown`. The operator page
+/// is served at `/` over `store`, with actions if `ui_token` is set.
 pub async fn bind(
     addr: SocketAddr,
     metrics: PrometheusHandle,
     probes: Probes,
+    ui_token: Option<String>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<impl std::future::Future<Output = ()>> {
     let listener = TcpListener::bind(addr)
@@ -167,7 +170,33 @@ pub async fn bind(
             }
         }
     };
-    let app = Router::new()
+    let beyond = !bound.ip().is_loopback();
+    // The page shows producers' payloads and errors: beyond loopback it is
+    // served only with a token, which reading then needs too. A relay whose
+    // metrics port is open to scrapers does not start showing them.
+    let page_mode = match (&ui_token, beyond) {
+        (None, true) => "off: beyond this host it needs OUTBOX_UI_TOKEN",
+        (None, false) => "read-only (no OUTBOX_UI_TOKEN)",
+        (Some(_), true) => "token needed to read and act",
+        (Some(_), false) => "actions with OUTBOX_UI_TOKEN",
+    };
+    let page = (ui_token.is_some() || !beyond).then(|| {
+        let breaker_source = {
+            let handle = metrics.clone();
+            Arc::new(move || breaker_open(&handle.render())) as crate::ui::BreakerSource
+        };
+        crate::ui::router(
+            probes.store.clone(),
+            crate::ui::Options {
+                token: ui_token,
+                private: beyond,
+                interval: crate::ui::DEFAULT_INTERVAL,
+                breaker: Some(breaker_source),
+            },
+            shutdown.clone(),
+        )
+    });
+    let mut app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
@@ -175,7 +204,11 @@ pub async fn bind(
             metrics,
             probes: Arc::new(probes),
         });
-    if !bound.ip().is_loopback() {
+    let snapshots = page.map(|(router, task)| {
+        app = std::mem::take(&mut app).merge(router);
+        task
+    });
+    if beyond {
         tracing::warn!(
             addr = %bound,
             "the metrics server listens beyond this host: /metrics and /readyz are served \
@@ -183,16 +216,36 @@ pub async fn bind(
              a scraper elsewhere needs it, and firewall it"
         );
     }
-    tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+    tracing::info!(
+        addr = %bound,
+        operator_page = page_mode,
+        "serving /metrics, /healthz, /readyz and the operator page at /"
+    );
+    let snapshots = async move {
+        if let Some(task) = snapshots {
+            task.await;
+        }
+    };
     Ok(async move {
-        tokio::join!(serve(listener, app, shutdown), upkeep);
+        tokio::join!(serve(listener, app, shutdown), upkeep, snapshots);
     })
+}
+
+/// The breaker gauge in the exporter's text: `Some(true)` while open,
+/// `None` before the relay has set it.
+fn breaker_open(text: &str) -> Option<bool> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(m::BREAKER_OPEN)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .map(|v| v > 0.0)
 }
 
 /// Accepts connections until `shutdown`, each served by hyper with
 /// [`HEADER_READ_TIMEOUT`] and [`MAX_CONNECTION_AGE`], at most
 /// [`MAX_CONNECTIONS`] at once. (`axum::serve` has neither timeout nor limit.)
-async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
+/// Each request carries its peer's address (`ConnectInfo`), which the
+/// operator page's audit lines name.
+pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
@@ -203,7 +256,7 @@ async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) 
             _ = shutdown.cancelled() => break,
             p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
         };
-        let (socket, _) = tokio::select! {
+        let (socket, peer) = tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
@@ -215,7 +268,14 @@ async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) 
                 }
             },
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let app = app.clone();
+        let service = hyper_util::service::TowerToHyperService::new(tower::service_fn(
+            move |mut req: axum::http::Request<hyper::body::Incoming>| {
+                req.extensions_mut()
+                    .insert(axum::extract::ConnectInfo(peer));
+                tower::ServiceExt::oneshot(app.clone(), req)
+            },
+        ));
         let conn = http.serve_connection(hyper_util::rt::TokioIo::new(socket), service);
         let stop = shutdown.clone();
         tokio::spawn(async move {

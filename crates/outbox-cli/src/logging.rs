@@ -34,7 +34,7 @@ impl LogFormat {
 /// from the CLI itself the few lines that say what it is doing (the
 /// relay's start and stop), from the binary's own modules (`outbox::cmd`,
 /// `outbox::http`).
-pub const DEFAULT_FILTER: &str = "warn,outbox::cmd=info,outbox::http=info";
+pub const DEFAULT_FILTER: &str = "warn,outbox::cmd=info,outbox::http=info,outbox::ui=info";
 
 /// Installs the global subscriber; `default` is the filter without RUST_LOG.
 pub fn init(format: LogFormat, default: &str) {

@@ -1,13 +1,16 @@
-//! `outbox`: migrate, relay, stats, dead-letter handling, archiving, config
-//! and the seed's demo. Parsing lives here; each subcommand is one file in
-//! `cmd/` (the demo a folder, `cmd/demo/`, with its own statements on its
-//! business table in `sql.rs`); the effective configuration (file < env <
-//! flags) in `config/`. The CLI holds no SQL of the engine: it calls
-//! `outbox_relay::Store` and the publishers.
+//! `outbox`: migrate, relay, stats, dead-letter handling, archiving, config,
+//! the operator page and the seed's demo. Parsing lives here; each
+//! subcommand is one file in `cmd/` (the demo a folder, `cmd/demo/`, with
+//! its own statements on its business table in `sql.rs`); the effective
+//! configuration (file < env < flags) in `config/`; the relay's HTTP server
+//! in `http.rs`, and the operator page it and `outbox ui` serve in `ui/`.
+//! The CLI holds no SQL of the engine: it calls `outbox_relay::Store` and
+//! the publishers.
 
 mod cmd;
 mod db;
 mod http;
+mod ui;
 
 use outbox_cli::{config, logging};
 
@@ -56,6 +59,9 @@ enum Command {
     Bench(cmd::bench::Args),
     /// The least-privilege GRANTs for a producer role and a relay role.
     Grants(cmd::grants::Args),
+    /// The operator page: counts, throughput, relays and dead letters, live
+    /// in a browser; replay and purge with OUTBOX_UI_TOKEN.
+    Ui(cmd::ui::Args),
 }
 
 fn main() -> ExitCode {
@@ -199,5 +205,6 @@ async fn run(cli: Cli, settings: config::Settings) -> anyhow::Result<()> {
         Command::Demo(args) => until_signal(cmd::demo::run(url, schema, args)).await,
         Command::Bench(args) => until_signal(cmd::bench::run(url, args)).await,
         Command::Grants(args) => cmd::grants::run(url, schema, args).await,
+        Command::Ui(args) => cmd::ui::run(url, schema, args).await,
     }
 }

@@ -83,6 +83,11 @@ const COVERED: &[(&str, &str)] = &[
         "outbox archive --older-than 7d [--delete] [--include-dead]",
         "crates/outbox-cli/tests/readme.rs::operations_as_written",
     ),
+    // The operator page.
+    (
+        "OUTBOX_UI_TOKEN=$(openssl rand -hex 24) outbox ui",
+        "crates/outbox-cli/tests/cli_ui.rs::the_readme_command_serves_the_page",
+    ),
 ];
 
 fn root() -> PathBuf {

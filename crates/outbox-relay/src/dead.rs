@@ -7,7 +7,9 @@
 //! and says which ones, so an operator never has to work out what a
 //! half-applied command did.
 
-use crate::store::{DeadListParams, DeadMessage, ReplayParams, Store};
+use crate::store::{
+    DeadFilterParams, DeadListParams, DeadMessage, DeadSummary, ReplayParams, Store,
+};
 use crate::{Error, Result};
 use std::fmt;
 use std::time::Duration;
@@ -21,6 +23,27 @@ pub enum ReplayTarget {
     All,
     /// Every dead message on this topic.
     Topic(String),
+    /// Every dead message matching both filters (`None`: any); the text is
+    /// a case-insensitive substring of the reason, last error, event type,
+    /// aggregate id or payload.
+    Matching {
+        /// Only this topic.
+        topic: Option<String>,
+        /// Only messages containing this text.
+        text: Option<String>,
+    },
+}
+
+impl ReplayTarget {
+    /// `(ids, topic, text)` filters of the replay statement.
+    fn filters(&self) -> (Option<&[i64]>, Option<&str>, Option<&str>) {
+        match self {
+            ReplayTarget::Ids(ids) => (Some(ids.as_slice()), None, None),
+            ReplayTarget::All => (None, None, None),
+            ReplayTarget::Topic(t) => (None, Some(t.as_str()), None),
+            ReplayTarget::Matching { topic, text } => (None, topic.as_deref(), text.as_deref()),
+        }
+    }
 }
 
 /// An id a replay was asked for that is not a dead message.
@@ -73,6 +96,29 @@ impl DeadLetters {
             .await
     }
 
+    /// Dead messages matching the filters (`None`: any; `text` as in
+    /// [`ReplayTarget::Matching`]), the newest death first, at most `limit`.
+    pub async fn newest(
+        &self,
+        topic: Option<&str>,
+        text: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<DeadSummary>> {
+        if limit < 1 {
+            return Err(Error::Config(format!("limit must be >= 1, got {limit}")));
+        }
+        self.store
+            .newest_dead_messages(DeadFilterParams { topic, text }, limit)
+            .await
+    }
+
+    /// How many dead messages match the filters, as [`Self::newest`] reads them.
+    pub async fn count_matching(&self, topic: Option<&str>, text: Option<&str>) -> Result<i64> {
+        self.store
+            .count_dead_matching(DeadFilterParams { topic, text })
+            .await
+    }
+
     /// One dead message with every field.
     pub async fn show(&self, id: i64) -> Result<DeadMessage> {
         match self.store.get_dead_message(id).await? {
@@ -90,16 +136,13 @@ impl DeadLetters {
     /// by migration 6, or written before it): an operator fixes their
     /// headers, then replays them.
     pub async fn unreplayable(&self, target: &ReplayTarget) -> Result<i64> {
-        let (ids, topic) = match target {
-            ReplayTarget::Ids(ids) => (Some(ids.as_slice()), None),
-            ReplayTarget::All => (None, None),
-            ReplayTarget::Topic(t) => (None, Some(t.as_str())),
-        };
+        let (ids, topic, text) = target.filters();
         self.store
             .count_unreplayable(ReplayParams {
                 ids,
                 topic,
                 replayed_by: None,
+                text,
             })
             .await
     }
@@ -113,15 +156,13 @@ impl DeadLetters {
     pub async fn replay(&self, target: &ReplayTarget, by: Option<&str>) -> Result<Vec<i64>> {
         let mut client = self.store.pool().get().await?;
         match target {
-            ReplayTarget::All | ReplayTarget::Topic(_) => {
-                let topic = match target {
-                    ReplayTarget::Topic(t) => Some(t.as_str()),
-                    _ => None,
-                };
+            ReplayTarget::All | ReplayTarget::Topic(_) | ReplayTarget::Matching { .. } => {
+                let (_, topic, text) = target.filters();
                 let p = ReplayParams {
                     ids: None,
                     topic,
                     replayed_by: by,
+                    text,
                 };
                 self.store.replay_dead_messages(&**client, p).await
             }
@@ -139,6 +180,7 @@ impl DeadLetters {
                     ids: Some(&wanted),
                     topic: None,
                     replayed_by: by,
+                    text: None,
                 };
                 let replayed = self.store.replay_dead_messages(&*tx, p).await?;
                 if replayed.len() == wanted.len() {

@@ -180,3 +180,52 @@ async fn purge_deletes_only_old_dead_rows() {
     assert_eq!(left, [young]);
     assert!(matches!(d.show(p).await, Err(Error::NotDead(_))));
 }
+
+/// The operator page's filter: newest death first; text matched as a
+/// case-insensitive substring (never a LIKE pattern) of the reason, last
+/// error, event type, aggregate id or payload; replay of all that match.
+#[tokio::test]
+async fn newest_and_replay_matching_a_text_filter() {
+    let t = TestSchema::new("dead_matching").await;
+    let old = dead(&t, "a", 5).await;
+    let new = dead(&t, "a", 1).await;
+    let other = dead(&t, "b", 2).await;
+    t.exec(&format!(
+        "UPDATE {{schema}}.messages SET dead_reason = 'HTTP 422: 100% wrong', \
+           payload = '{{\"order\": \"X-77\"}}' WHERE id = {new}"
+    ))
+    .await;
+    let d = letters(&t);
+    let ids =
+        |v: Vec<outbox_relay::store::DeadSummary>| v.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(d.newest(None, None, 10).await.unwrap()),
+        [new, other, old]
+    );
+    assert_eq!(
+        ids(d.newest(Some("a"), None, 10).await.unwrap()),
+        [new, old]
+    );
+    assert_eq!(ids(d.newest(None, Some("x-77"), 10).await.unwrap()), [new]);
+    // `%` and `_` are text, not wildcards.
+    assert_eq!(ids(d.newest(None, Some("100%"), 10).await.unwrap()), [new]);
+    assert!(d.newest(None, Some("1_0"), 10).await.unwrap().is_empty());
+    // The last error of both, the reason of one.
+    assert_eq!(d.count_matching(Some("a"), Some("BOOM")).await.unwrap(), 2);
+    assert_eq!(d.count_matching(Some("a"), Some("WRONG")).await.unwrap(), 1);
+    let target = ReplayTarget::Matching {
+        topic: Some("a".into()),
+        text: Some("422".into()),
+    };
+    assert_eq!(d.replay(&target, Some("page")).await.unwrap(), [new]);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+            .await,
+        2
+    );
+    let all = ReplayTarget::Matching {
+        topic: None,
+        text: None,
+    };
+    assert_eq!(d.replay(&all, None).await.unwrap(), [old, other]);
+}

@@ -354,6 +354,7 @@ async fn replay_puts_the_message_back_at_the_head() {
                 ids: Some(&[k]),
                 topic: None,
                 replayed_by: Some("test"),
+                text: None,
             },
         )
         .await

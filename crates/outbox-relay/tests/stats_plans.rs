@@ -1,7 +1,7 @@
-//! The gauges every relay refreshes every few seconds, and `outbox stats`'s
-//! oldest-pending age, read the hot table through plans that stay cheap as
-//! it grows: checked on the real planner with EXPLAIN, over a table large
-//! enough for the planner to care.
+//! The gauges every relay refreshes every few seconds, `outbox stats`'s
+//! oldest-pending age and the operator page's snapshot read the hot table
+//! through plans that stay cheap as it grows: checked on the real planner
+//! with EXPLAIN, over a table large enough for the planner to care.
 
 use outbox_relay::store::statement_for_tests;
 use outbox_relay::Store;
@@ -96,6 +96,54 @@ async fn the_oldest_pending_age_reads_the_claimable_index_from_its_start() {
             "Index Scan".to_owned(),
             "messages".to_owned(),
             "messages_claimable_idx".to_owned()
+        )],
+        "no sort, no scan of the backlog"
+    );
+}
+
+/// The operator page's snapshot: one pass over the hot table for every
+/// count, the sent table not read at all, and the newest dead letters a
+/// backward walk of the dead index that stops at the limit.
+#[tokio::test]
+async fn the_operator_page_counts_in_one_pass_and_lists_dead_letters_from_their_index() {
+    let t = TestSchema::new("relay_stats_ui").await;
+    t.exec(
+        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload, status, dead_at) \
+           SELECT 'x', 'a', g::text, 't' || g % 10, '{}', \
+                  CASE WHEN g % 50 = 0 THEN 'dead' ELSE 'pending' END, \
+                  CASE WHEN g % 50 = 0 THEN now() - g * interval '1 s' END \
+           FROM generate_series(1, 50000) g; \
+         INSERT INTO {schema}.messages_sent SELECT id, event_id, event_type, event_version, \
+           aggregate_type, aggregate_id, topic, payload, headers, 'sent', attempts, next_run_at, \
+           NULL, NULL, NULL, NULL, NULL, created_at, now() FROM {schema}.messages LIMIT 20000; \
+         ANALYZE {schema}.messages; ANALYZE {schema}.messages_sent;",
+    )
+    .await;
+    let hot = statement_for_tests(&t.schema, "ui.hot_counts").unwrap();
+    let scans_of_hot = plan_of(&t, &hot).await;
+    assert_eq!(
+        scans_of_hot,
+        vec![("Seq Scan".to_owned(), "messages".to_owned(), String::new())],
+        "one pass over the hot table"
+    );
+    let sent = statement_for_tests(&t.schema, "ui.sent_counters").unwrap();
+    let scans_of_sent = plan_of(&t, &sent).await;
+    assert!(
+        scans_of_sent.iter().all(|s| s.1 != "messages_sent"),
+        "the sent table is not read: {scans_of_sent:?}"
+    );
+    let newest = statement_for_tests(&t.schema, "dead.newest")
+        .unwrap()
+        .replace("$1", "NULL::text")
+        .replace("$2", "NULL::text")
+        .replace("$3", "50");
+    let scans_of_dead = plan_of(&t, &newest).await;
+    assert_eq!(
+        scans_of_dead,
+        vec![(
+            "Index Scan".to_owned(),
+            "messages".to_owned(),
+            "messages_dead_idx".to_owned()
         )],
         "no sort, no scan of the backlog"
     );

@@ -7,5 +7,6 @@ pub mod grants;
 pub mod migrate;
 pub mod relay;
 pub mod stats;
+pub mod ui;
 
 pub use outbox_cli::config::parse::parse_duration;

@@ -83,7 +83,8 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     // for the postgres sink, the publisher's); the reaper and archiver one
     // each. With metrics on, the backlog count and the two readiness probes
     // get their own, so a busy relay does not turn unready waiting for one.
-    let observers = if metrics.is_some() { 3 } else { 0 };
+    // The operator page at `/` counts on one more, only while it is watched.
+    let observers = if metrics.is_some() { 4 } else { 0 };
     let pool = crate::db::connect(&url, 2 * config.concurrency + 2 + observers).await?;
     let schema = settings.schema.clone();
     let store = Store::new(pool.clone(), schema.clone());
@@ -109,7 +110,8 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     if let (Some(addr), Some(handle)) = (settings.metrics_addr, metrics) {
         let probes = http::Probes::new(relay.store().clone(), publisher);
-        let server = http::bind(addr, handle, probes, shutdown.clone()).await?;
+        let ui_token = super::ui::token_from_env()?;
+        let server = http::bind(addr, handle, probes, ui_token, shutdown.clone()).await?;
         tokio::spawn(server);
     }
     tokio::spawn(signal_shutdown(shutdown.clone()));

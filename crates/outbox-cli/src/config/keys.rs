@@ -308,7 +308,7 @@ pub const KEYS: &[Key] = &[
             "Serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9090 (0.0.0.0:9090 to listen beyond this host)".into()
         },
         doc: || {
-            "`ip:port` serving `/metrics`, `/healthz`, `/readyz` (see [observability](observability.md))".into()
+            "`ip:port` serving `/metrics`, `/healthz`, `/readyz` (see [observability](observability.md)) and the [operator page](#operator-page) at `/`".into()
         },
         ..key("metrics_addr", "OUTBOX_METRICS_ADDR", "--metrics-addr")
     },

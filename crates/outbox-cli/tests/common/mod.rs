@@ -3,6 +3,7 @@
 #![allow(dead_code)] // each test file uses its own part
 
 pub mod net;
+pub mod ui;
 
 use outbox_testkit::TestSchema;
 use std::process::{Command, Output};

@@ -47,6 +47,24 @@ pub struct DeadMessage {
     pub created_at: DateTime<Utc>,
 }
 
+/// A dead message as a list shows it: no payload, the reason cut to 500
+/// characters.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeadSummary {
+    /// Message id.
+    pub id: i64,
+    /// Stream, subject or routing key.
+    pub topic: String,
+    /// What happened.
+    pub event_type: String,
+    /// Publication attempts made.
+    pub attempts: i32,
+    /// When it went dead.
+    pub dead_at: Option<DateTime<Utc>>,
+    /// Why it went dead (its first 500 characters).
+    pub dead_reason: Option<String>,
+}
+
 /// Parameters of [`Store::list_dead_messages`].
 #[derive(Debug, Clone, Default)]
 pub struct DeadListParams<'a> {
@@ -66,6 +84,20 @@ pub struct ReplayParams<'a> {
     pub topic: Option<&'a str>,
     /// Recorded in `dead_replays.replayed_by`; the database user if `None`.
     pub replayed_by: Option<&'a str>,
+    /// Only rows whose reason, last error, event type, aggregate id or
+    /// payload contains this text (case-insensitive).
+    pub text: Option<&'a str>,
+}
+
+/// Parameters of [`Store::newest_dead_messages`] and
+/// [`Store::count_dead_matching`]: `None` means "any" for each filter.
+#[derive(Debug, Clone, Default)]
+pub struct DeadFilterParams<'a> {
+    /// Only this topic.
+    pub topic: Option<&'a str>,
+    /// Only rows whose reason, last error, event type, aggregate id or
+    /// payload contains this text (case-insensitive).
+    pub text: Option<&'a str>,
 }
 
 impl Store {
@@ -76,6 +108,38 @@ impl Store {
             .query(&self.q.dead.list, &[&p.topic, &p.limit])
             .await?;
         Ok(rows.iter().map(dead_from_row).collect())
+    }
+
+    /// Dead messages matching `p`, the newest death first, at most `limit`.
+    pub async fn newest_dead_messages(
+        &self,
+        p: DeadFilterParams<'_>,
+        limit: i64,
+    ) -> Result<Vec<DeadSummary>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(&self.q.dead.newest, &[&p.topic, &p.text, &limit])
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| DeadSummary {
+                id: r.get("id"),
+                topic: r.get("topic"),
+                event_type: r.get("event_type"),
+                attempts: r.get("attempts"),
+                dead_at: r.get("dead_at"),
+                dead_reason: r.get("dead_reason"),
+            })
+            .collect())
+    }
+
+    /// How many dead messages match `p`.
+    pub async fn count_dead_matching(&self, p: DeadFilterParams<'_>) -> Result<i64> {
+        let client = self.client().await?;
+        let row = client
+            .query_one(&self.q.dead.count_matching, &[&p.topic, &p.text])
+            .await?;
+        Ok(row.get("count"))
     }
 
     /// The message `id`, whatever its status, if it is in a live table.
@@ -94,7 +158,10 @@ impl Store {
         p: ReplayParams<'_>,
     ) -> Result<Vec<i64>> {
         let rows = client
-            .query(&self.q.dead.replay, &[&p.ids, &p.topic, &p.replayed_by])
+            .query(
+                &self.q.dead.replay,
+                &[&p.ids, &p.topic, &p.replayed_by, &p.text],
+            )
             .await?;
         let mut ids: Vec<i64> = rows.iter().map(|r| r.get("message_id")).collect();
         ids.sort_unstable();
@@ -106,7 +173,7 @@ impl Store {
     pub async fn count_unreplayable(&self, p: ReplayParams<'_>) -> Result<i64> {
         let client = self.client().await?;
         let row = client
-            .query_one(&self.q.dead.unreplayable, &[&p.ids, &p.topic])
+            .query_one(&self.q.dead.unreplayable, &[&p.ids, &p.topic, &p.text])
             .await?;
         Ok(row.get("count"))
     }

@@ -19,11 +19,13 @@ mod dead;
 mod order;
 mod sql;
 mod stats;
+mod ui;
 
 pub use archive::{ArchiveBatch, ArchiveBatchParams};
-pub use dead::{DeadListParams, DeadMessage, ReplayParams};
+pub use dead::{DeadFilterParams, DeadListParams, DeadMessage, DeadSummary, ReplayParams};
 pub use order::{BucketSet, Heartbeat, BUCKETS};
 pub use stats::{Backlog, TopicCounts};
+pub use ui::{HotCount, RecentReplay, RegisteredRelay, SentCounters};
 
 use sql::Queries;
 
@@ -473,6 +475,9 @@ pub fn statement_for_tests(schema: &Schema, name: &str) -> Option<String> {
         "claim" => q.claim,
         "stats.backlog" => q.stats.backlog,
         "stats.oldest_pending_age" => q.stats.oldest_pending_age,
+        "ui.hot_counts" => q.ui.hot_counts,
+        "ui.sent_counters" => q.ui.sent_counters,
+        "dead.newest" => q.dead.newest,
         _ => return None,
     })
 }

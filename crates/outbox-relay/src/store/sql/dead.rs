@@ -6,6 +6,18 @@ pub(crate) const DEAD_COLUMNS: &str = "id, event_id, event_type, event_version, 
      aggregate_id, topic, payload, headers, status, attempts, next_run_at, last_error, \
      dead_at, dead_reason, created_at";
 
+/// The operator page's text filter on dead rows, with its parameter
+/// number: a case-insensitive substring of the reason, the last error, the
+/// event type, the aggregate id or the payload's JSON text. `strpos`, not
+/// `LIKE`: what an operator types is never a pattern.
+fn text_match(param: u8) -> String {
+    format!(
+        "(${param}::text IS NULL OR strpos(lower(coalesce(dead_reason, '') || ' ' || \
+           coalesce(last_error, '') || ' ' || event_type || ' ' || aggregate_id || ' ' || \
+           payload::text), lower(${param})) > 0)"
+    )
+}
+
 outbox::statements! {
     /// Statements over dead messages, for one schema.
     pub(crate) struct DeadQueries {
@@ -21,44 +33,72 @@ outbox::statements! {
         get = format!(
             "SELECT {DEAD_COLUMNS} FROM {{schema}}.all_messages WHERE id = $1"
         ),
+        /// `$1 text topic (NULL = any), $2 text filter (NULL = any, see
+        /// `text_match`), $3 int8 limit` → `(id, topic, event_type, attempts,
+        /// dead_at, dead_reason)` of dead rows, the reason cut to 500
+        /// characters, the newest death first: a backward walk of the dead
+        /// index, which stops at the limit. No payload: the page lists these
+        /// every few seconds, and a payload may be megabytes.
+        newest = format!(
+            "SELECT id, topic, event_type, attempts, dead_at, \
+                    left(dead_reason, 500) AS dead_reason FROM {{schema}}.messages \
+              WHERE dead_at IS NOT NULL AND status = 'dead' \
+                AND ($1::text IS NULL OR topic = $1) AND {} \
+              ORDER BY dead_at DESC LIMIT $3",
+            text_match(2)
+        ),
+        /// `$1 text topic (NULL = any), $2 text filter (NULL = any)` → `int8`
+        /// count of matching dead rows (what "replay all matching" would take).
+        count_matching = format!(
+            "SELECT count(*) AS count FROM {{schema}}.messages \
+              WHERE status = 'dead' AND ($1::text IS NULL OR topic = $1) AND {}",
+            text_match(2)
+        ),
         /// Replay in one statement: `$1 int8[] ids (NULL = any), $2 text topic
-        /// (NULL = any), $3 text replayed_by (NULL = the database user)` → the
+        /// (NULL = any), $3 text replayed_by (NULL = the database user), $4 text
+        /// filter (NULL = any, see `text_match`)` → the
         /// replayed ids. Each dead row goes back to `pending` with attempts 0,
         /// due now, dead fields and last error cleared; what it died of is
         /// recorded in `dead_replays` by the same statement.
         // The CTE locks the rows first and keeps their old values for the
         // record; UPDATE ... RETURNING only sees the new ones.
-        replay = "WITH target AS ( \
+        replay = format!(
+            "WITH target AS ( \
                SELECT id, attempts, dead_at, dead_reason, last_error \
-                 FROM {schema}.messages \
+                 FROM {{schema}}.messages \
                 WHERE status = 'dead' \
                   AND ($1::int8[] IS NULL OR id = ANY($1)) \
-                  AND ($2::text IS NULL OR topic = $2) \
-                  AND {schema}.headers_valid(headers) \
+                  AND ($2::text IS NULL OR topic = $2) AND {} \
+                  AND {{schema}}.headers_valid(headers) \
                 FOR UPDATE), \
              replayed AS ( \
-               UPDATE {schema}.messages m \
+               UPDATE {{schema}}.messages m \
                   SET status = 'pending', attempts = 0, next_run_at = now(), \
                       dead_at = NULL, dead_reason = NULL, last_error = NULL, \
                       locked_by = NULL, locked_at = NULL \
                  FROM target t WHERE m.id = t.id \
                RETURNING m.id) \
-             INSERT INTO {schema}.dead_replays \
+             INSERT INTO {{schema}}.dead_replays \
                (message_id, replayed_by, attempts, dead_at, dead_reason, last_error) \
              SELECT t.id, coalesce($3::text, session_user::text), t.attempts, t.dead_at, \
                     t.dead_reason, t.last_error \
                FROM target t JOIN replayed USING (id) \
              RETURNING message_id",
-        /// `$1 int8[] ids (NULL = any), $2 text topic (NULL = any)` → `int8`
-        /// count of matching dead rows that [`Self::replay`] skips because their
+            text_match(4)
+        ),
+        /// `$1 int8[] ids (NULL = any), $2 text topic (NULL = any), $3 text
+        /// filter (NULL = any)` → `int8` count of matching dead rows that [`Self::replay`] skips because their
         /// headers break the `messages_headers_valid` rule (migration 6): back
         /// in `pending` they would violate the CHECK, so they stay dead until
         /// an operator fixes them.
-        unreplayable = "SELECT count(*) AS count FROM {schema}.messages \
+        unreplayable = format!(
+            "SELECT count(*) AS count FROM {{schema}}.messages \
               WHERE status = 'dead' \
                 AND ($1::int8[] IS NULL OR id = ANY($1)) \
-                AND ($2::text IS NULL OR topic = $2) \
-                AND NOT {schema}.headers_valid(headers)",
+                AND ($2::text IS NULL OR topic = $2) AND {} \
+                AND NOT {{schema}}.headers_valid(headers)",
+            text_match(3)
+        ),
         /// `$1 int8[] ids` → `(id, status)` of those that exist (live tables).
         status_of = "SELECT id, status FROM {schema}.all_messages WHERE id = ANY($1)",
         /// `$1 float8 seconds` → rows deleted: dead rows whose `dead_at` is older.

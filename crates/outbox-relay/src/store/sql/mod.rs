@@ -6,10 +6,12 @@
 mod archive;
 mod dead;
 mod stats;
+mod ui;
 
 pub(crate) use archive::ArchiveQueries;
 pub(crate) use dead::DeadQueries;
 pub(crate) use stats::StatsQueries;
+pub(crate) use ui::UiQueries;
 
 use outbox::sql::render;
 use outbox::Schema;
@@ -118,6 +120,8 @@ pub(crate) struct Queries {
     pub(crate) archive: ArchiveQueries,
     /// Metrics and `outbox stats`.
     pub(crate) stats: StatsQueries,
+    /// The operator page.
+    pub(crate) ui: UiQueries,
 }
 
 /// The claim statement: `ordered` adds the relay's registration check and
@@ -305,6 +309,7 @@ impl Queries {
             dead: DeadQueries::new(schema),
             archive: ArchiveQueries::new(schema),
             stats: StatsQueries::new(schema),
+            ui: UiQueries::new(schema),
         }
     }
 }

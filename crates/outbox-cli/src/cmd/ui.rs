@@ -1,0 +1,109 @@
+use anyhow::{bail, Context};
+use outbox::Schema;
+use outbox_relay::Store;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// `outbox ui`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Address to serve the page on. Beyond loopback it needs
+    /// OUTBOX_UI_TOKEN, or --read-only.
+    #[arg(long, default_value = "127.0.0.1:9091", value_name = "HOST:PORT")]
+    addr: SocketAddr,
+    /// Serve the page without actions, even with OUTBOX_UI_TOKEN set.
+    #[arg(long)]
+    read_only: bool,
+    /// Count at most once per this, for every viewer together, e.g. 2s.
+    #[arg(long, value_parser = super::parse_duration, default_value = "2s", value_name = "DURATION")]
+    interval: Duration,
+}
+
+/// Shortest token accepted: a guessable one would make the token pointless.
+const MIN_TOKEN: usize = 16;
+
+/// The token actions need, from `OUTBOX_UI_TOKEN` (never a flag: flags show
+/// in `ps`). Unset means none; set but weak is an error.
+pub fn token_from_env() -> anyhow::Result<Option<String>> {
+    match std::env::var("OUTBOX_UI_TOKEN") {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => bail!("OUTBOX_UI_TOKEN is not valid UTF-8"),
+        Ok(t) if t.trim().chars().count() < MIN_TOKEN => bail!(
+            "OUTBOX_UI_TOKEN is shorter than {MIN_TOKEN} characters; use a random one, \
+             e.g. `openssl rand -hex 24`"
+        ),
+        Ok(t) => Ok(Some(t.trim().to_owned())),
+    }
+}
+
+pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
+    let token = token_from_env()?;
+    if args.interval < Duration::from_millis(500) {
+        bail!("--interval must be at least 500ms, got {:?}", args.interval);
+    }
+    // Checked before connecting, so a wrong start costs nothing.
+    if !args.addr.ip().is_loopback() && token.is_none() && !args.read_only {
+        bail!(
+            "refusing to serve the operator page on {} (beyond this host) without \
+             OUTBOX_UI_TOKEN: set it (actions then need it), or pass --read-only",
+            args.addr
+        );
+    }
+    let token = if args.read_only { None } else { token };
+    // Beyond loopback the page shows producers' payloads and errors to
+    // whoever reaches it: with a token, reading needs it too.
+    let private = !args.addr.ip().is_loopback() && token.is_some();
+    let pool = crate::db::connect(&crate::db::require_url(url)?, 4).await?;
+    let store = Store::new(pool, schema);
+    store.check_migrated().await?;
+    let listener = tokio::net::TcpListener::bind(args.addr)
+        .await
+        .with_context(|| format!("cannot serve the operator page on {}", args.addr))?;
+    let bound = listener.local_addr().unwrap_or(args.addr);
+    let shutdown = CancellationToken::new();
+    let actions = token.is_some();
+    let (app, snapshots) = crate::ui::router(
+        store.clone(),
+        crate::ui::Options {
+            token,
+            private,
+            interval: args.interval,
+            breaker: None,
+        },
+        shutdown.clone(),
+    );
+    tokio::spawn(stop_on_signal(shutdown.clone()));
+    tracing::info!(
+        addr = %bound,
+        schema = %store.schema(),
+        actions = if actions { "on (OUTBOX_UI_TOKEN)" } else { "off (read-only)" },
+        reading = if private { "needs the token" } else { "open" },
+        "operator page on http://{bound}/"
+    );
+    if !actions {
+        tracing::info!(
+            "read-only: set OUTBOX_UI_TOKEN (16+ characters) to replay and purge from the page"
+        );
+    }
+    tokio::join!(crate::http::serve(listener, app, shutdown), snapshots);
+    Ok(())
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+async fn stop_on_signal(token: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!("shutdown requested");
+    token.cancel();
+}
