@@ -255,6 +255,73 @@ async fn a_missing_topic_fails_its_messages_at_once_and_alone() {
     assert!(again[0].as_ref().is_err_and(|e| !e.is_retryable()));
 }
 
+/// A topic whose partition leader answers slowly holds only its own
+/// messages: through the relay, the messages of a healthy topic in the same
+/// batch are marked sent from their delivery reports while the slow
+/// topic's are still in flight (issue 16). The broker of the slow topic
+/// takes 3 s per round trip in the mock cluster.
+#[tokio::test]
+async fn a_slow_topic_holds_only_its_own_messages() {
+    let cluster: MockCluster<'static, DefaultProducerContext> =
+        MockCluster::new(2).expect("mock cluster");
+    let (fast, slow) = (unique("fast"), unique("slow"));
+    for (topic, broker) in [(&fast, 1), (&slow, 2)] {
+        cluster.create_topic(topic, 1, 1).expect("create topic");
+        cluster
+            .partition_leader(topic, 0, Some(broker))
+            .expect("leader");
+    }
+    let url = format!("kafka://{}", cluster.bootstrap_servers());
+    let t = outbox_testkit::TestSchema::new("kafka_slow_topic").await;
+    let relay = std::sync::Arc::new(
+        outbox_relay::Relay::new(
+            outbox_relay::Store::new(t.pool.clone(), t.schema.clone()),
+            KafkaPublisher::from_url(&url).unwrap(),
+            outbox_relay::RelayConfig::default(),
+        )
+        .unwrap(),
+    );
+    // One message to each topic first, at full speed: the producer and
+    // its view of both topics are ready.
+    support::enqueue_n(&t, 1, &fast).await;
+    support::enqueue_n(&t, 1, &slow).await;
+    assert_eq!(relay.run_once().await.unwrap().marked_sent, 2);
+
+    let rtt = Duration::from_secs(3);
+    cluster.broker_round_trip_time(2, rtt).expect("rtt");
+    support::enqueue_n(&t, 20, &fast).await;
+    support::enqueue_n(&t, 5, &slow).await;
+    let started = std::time::Instant::now();
+    let pass = tokio::spawn({
+        let relay = relay.clone();
+        async move { relay.run_once().await }
+    });
+    let sent = |topic: String| {
+        let t = &t;
+        async move {
+            t.count(&format!(
+                "SELECT count(*) FROM {{schema}}.messages_sent WHERE topic = '{topic}'"
+            ))
+            .await
+        }
+    };
+    while sent(fast.clone()).await < 21 {
+        assert!(
+            started.elapsed() < rtt - Duration::from_millis(500),
+            "the healthy topic's messages waited for the slow one"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        sent(slow.clone()).await,
+        1,
+        "the slow topic's are in flight"
+    );
+    let stats = pass.await.unwrap().unwrap();
+    assert_eq!((stats.claimed, stats.marked_sent), (25, 25), "{stats:?}");
+    assert_eq!(sent(slow).await, 6);
+}
+
 /// Per-aggregate order through the relay (batch 500, 4 pipelines) on a
 /// topic of 4 partitions, read back with librdkafka's consumer: every
 /// message of an aggregate is in one partition (key = aggregate id), in id
