@@ -1,4 +1,4 @@
-//! `kafka://host:port[,host:port]?message_timeout=30s&partitioner=murmur2_random&source=/outbox&allow_reserved=true&<librdkafka property>=…`
+//! `kafka://host:port[,host:port]?message_timeout=20s&partitioner=murmur2_random&source=/outbox&allow_reserved=true&<librdkafka property>=…`
 //!
 //! Keyed messages go to the partition the Java client would choose for the
 //! key (`murmur2_random`, not librdkafka's own `consistent_random`), so a
@@ -23,7 +23,8 @@ pub struct KafkaConfig {
     /// `bootstrap.servers`.
     pub bootstrap_servers: String,
     /// How long librdkafka keeps trying to deliver a message before
-    /// reporting it failed, retryable (`message_timeout`, default 30s).
+    /// reporting it failed, retryable (`message_timeout`, default
+    /// [`DEFAULT_MESSAGE_TIMEOUT`]).
     pub message_timeout: Duration,
     /// The CloudEvents `source` attribute (`source`, default `/outbox`).
     pub source: String,
@@ -53,6 +54,12 @@ impl std::fmt::Debug for KafkaConfig {
 /// The Java client's partitioning of keyed messages (murmur2 of the key,
 /// positive, modulo the partitions); unkeyed ones go to a random partition.
 pub const DEFAULT_PARTITIONER: &str = "murmur2_random";
+
+/// How long librdkafka keeps trying a message by default: under the
+/// relay's default publish timeout (30 s), so that a message librdkafka
+/// cannot deliver is reported with its own reason before the relay's
+/// deadline fails the batch with a generic one, and far under the lease.
+pub const DEFAULT_MESSAGE_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// librdkafka's default `message.max.bytes`.
 pub const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
@@ -141,7 +148,7 @@ impl KafkaConfig {
             message_max_bytes,
             allow_reserved,
             bootstrap_servers: hosts.join(","),
-            message_timeout: o.duration_or("message_timeout", Duration::from_secs(30))?,
+            message_timeout: o.duration_or("message_timeout", DEFAULT_MESSAGE_TIMEOUT)?,
             source: o.source(),
             partitioner: o
                 .get("partitioner")
@@ -243,6 +250,15 @@ mod tests {
                      &sasl.username=user&sasl.password=hunter22";
         let e = super::super::KafkaPublisher::from_url(scram).unwrap_err();
         assert!(e.to_string().contains("SASL mechanism"), "{e}");
+    }
+
+    #[test]
+    fn a_delivery_is_reported_before_the_relay_gives_up_on_it() {
+        let d = crate::RelayConfig::default();
+        assert!(DEFAULT_MESSAGE_TIMEOUT < d.publish_timeout);
+        assert!(DEFAULT_MESSAGE_TIMEOUT * 10 <= d.lease);
+        let c = KafkaConfig::from_url("kafka://k:9092").unwrap();
+        assert_eq!(c.message_timeout, DEFAULT_MESSAGE_TIMEOUT);
     }
 
     #[test]
