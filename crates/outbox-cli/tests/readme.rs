@@ -26,7 +26,7 @@ const COVERED: &[(&str, &str)] = &[
     ),
     // Install.
     (
-        "sudo apt-get install gcc make postgresql",
+        "sudo apt-get install gcc make pkg-config libssl-dev postgresql",
         "crates/outbox-cli/tests/readme.rs::the_readme_installs_the_packages_the_scripts_name",
     ),
     (
