@@ -29,7 +29,7 @@ pub fn render(template: &str, schema: &Schema) -> String {
 /// each statement's doc (parameters and result columns) stands beside its
 /// SQL, and the struct and its `new(&Schema)` are written once, here.
 ///
-/// ```ignore
+/// ```
 /// outbox::statements! {
 ///     /// Statements over dead messages.
 ///     pub(crate) struct DeadQueries {
@@ -37,6 +37,8 @@ pub fn render(template: &str, schema: &Schema) -> String {
 ///         purge = "DELETE FROM {schema}.messages WHERE id = $1",
 ///     }
 /// }
+/// let q = DeadQueries::new(&outbox::Schema::new("billing").unwrap());
+/// assert_eq!(q.purge, r#"DELETE FROM "billing".messages WHERE id = $1"#);
 /// ```
 ///
 /// The SQL may be any expression giving a `&str` or a `String`.
