@@ -3,7 +3,7 @@
 # release binary and prints messages/s, the median of RUNS runs (default 3).
 # Nothing here is asserted (cli_bench.rs only runs it, small, on postgres).
 #
-#   scripts/bench-publishers.sh [postgres amqp mqtt http redis asynq nats]
+#   scripts/bench-publishers.sh [postgres amqp mqtt http redis asynq nats kafka]
 #   N=300 RUNS=1 OUTBOX_BIN=path/to/outbox scripts/bench-publishers.sh postgres
 #
 # Each run: a fresh schema, N rows inserted in one statement, then
@@ -12,7 +12,9 @@
 # exchange (unroutable messages would be dead-lettered); MQTT needs no
 # subscriber; webhooks go to a small Python server answering 204; Redis
 # streams and asynq queues are deleted after each run, and so are the NATS
-# streams the relay creates (create_stream).
+# streams the relay creates (create_stream). Kafka runs against a Tansu broker
+# started for the run (port 19092, empty SQLite storage, a 6-partition topic)
+# and killed after it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
@@ -27,7 +29,8 @@ for pub in "${publishers[@]}"; do
     mqtt) services+=(mosquitto) ;;
     redis | asynq) services+=(redis) ;;
     nats) services+=(nats) ;;
-    *) echo "bench-publishers.sh: unknown publisher $pub (postgres amqp mqtt http redis asynq nats)" >&2; exit 2 ;;
+    kafka) services+=(tansu) ;;
+    *) echo "bench-publishers.sh: unknown publisher $pub (postgres amqp mqtt http redis asynq nats kafka)" >&2; exit 2 ;;
   esac
 done
 ensure_services $(printf '%s\n' "${services[@]}" | sort -u)
@@ -76,8 +79,19 @@ asyncio.run(main())
 PY
 }
 
+# A Tansu broker of its own for one run, with the run's topic.
+tansu_start() { # dir
+  port_open 19092 && { echo "bench-publishers.sh: port 19092 is taken" >&2; return 1; }
+  (cd "$1" && exec "$(tansu_bin)" broker --listener-url tcp://127.0.0.1:19092 \
+    --advertised-listener-url tcp://127.0.0.1:19092 --storage-engine sqlite://tansu.db \
+    >broker.log 2>&1) &
+  tansu_pid=$!
+  wait_port Tansu 19092 30
+  "$(tansu_bin)" topic create --broker tcp://127.0.0.1:19092 orders.created --partitions 6 >/dev/null
+}
+
 run_once() { # publisher -> prints msgs/s
-  local pub=$1 tag schema url sink_pid="" relay_pid rate
+  local pub=$1 tag schema url sink_pid="" relay_pid rate tansu_pid="" tansu_dir=""
   tag=$(printf '%08x' $((RANDOM * 32768 + RANDOM)))
   schema="bench_${pub}_$tag"
   case $pub in
@@ -87,6 +101,7 @@ run_once() { # publisher -> prints msgs/s
     redis) url="redis://127.0.0.1:6379?stream_prefix=bench_$tag:" ;;
     asynq) url="asynq://127.0.0.1:6379?queue=bench_$tag" ;;
     nats) url="nats://127.0.0.1:4222?subject_prefix=bench_$tag.&create_stream=BENCH_$tag" ;;
+    kafka) tansu_dir=$(mktemp -d); tansu_start "$tansu_dir" >&2; url="kafka://127.0.0.1:19092" ;;
     http)
       "$PY" scripts/webhook_sink.py 18765 & sink_pid=$!
       wait_port webhook-sink 18765 10
@@ -115,6 +130,9 @@ run_once() { # publisher -> prints msgs/s
     redis-cli SREM asynq:queues "bench_$tag" >/dev/null
   fi
   [[ $pub == nats ]] && nats_delete_stream "BENCH_$tag"
+  if [[ -n $tansu_pid ]]; then
+    kill -9 "$tansu_pid"; wait "$tansu_pid" 2>/dev/null || true; rm -rf "$tansu_dir"
+  fi
   sql "DROP SCHEMA $schema CASCADE" 2>/dev/null
   awk -v n="$N" -v s="$start" -v e="$end" 'BEGIN { printf "%.0f\n", n / (e - s) }'
 }

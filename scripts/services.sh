@@ -64,41 +64,25 @@ ensure_mosquitto() {
   wait_port Mosquitto 1883 30
 }
 
-# Tansu, a Kafka-protocol broker that runs as its own process (no JVM),
-# on port 19092 with SQLite storage. Not a Debian package: installed once,
-# saying so, from crates.io into a cache directory outside the checkout
-# (OUTBOX_CACHE, default ~/.cache/outbox), where later runs find it.
+# Tansu, a Kafka-protocol broker that runs as its own process (no JVM). Not
+# a Debian package: installed once, saying so, from crates.io into a cache
+# directory outside the checkout (OUTBOX_CACHE, default ~/.cache/outbox),
+# where later runs find it. Nothing is started here: each Kafka test starts
+# its own broker on its own port and storage (outbox_testkit::Tansu), so a
+# test can crash and restart it, and no test reads a broker worn by others
+# (Tansu 0.6.0 has stopped serving fetches after many sessions).
 TANSU_VERSION=0.6.0
-TANSU_PORT=19092
 tansu_bin() { echo "${OUTBOX_CACHE:-$HOME/.cache/outbox}/tansu-$TANSU_VERSION/bin/tansu"; }
 
 ensure_tansu() {
-  # Started afresh for each run, with empty storage: Tansu 0.6.0 stops
-  # serving fetches after a few producer and consumer sessions (its
-  # watermarks still advance; consumers read nothing), and the topics are
-  # the tests' own. SIGKILL, not SIGTERM: stopped with produce requests in
-  # flight it can panic after a restart.
-  pkill -9 -f "tansu broker --listener-url tcp://127.0.0.1:$TANSU_PORT" 2>/dev/null && sleep 0.5
-  port_open $TANSU_PORT && { echo "services: port $TANSU_PORT is taken by another program" >&2; return 1; }
-  local bin root data
+  local bin root
   bin=$(tansu_bin)
+  [[ -x $bin ]] && return 0
   root=$(dirname "$(dirname "$bin")")
-  if [[ ! -x $bin ]]; then
-    echo "services: installing Tansu $TANSU_VERSION (a Kafka-protocol broker) into $root:" \
-      "cargo install, about 17 minutes on 2 cores, once" >&2
-    cargo install --locked tansu --version "$TANSU_VERSION" --features libsql --root "$root" \
-      >&2 || return 1
-  fi
-  data="${OUTBOX_CACHE:-$HOME/.cache/outbox}/tansu-data"
-  rm -rf "$data"
-  mkdir -p "$data"
-  echo "services: starting Tansu on port $TANSU_PORT" >&2
-  # The storage path is relative to the broker's working directory.
-  (cd "$data" && setsid nohup "$bin" broker \
-    --listener-url "tcp://127.0.0.1:$TANSU_PORT" \
-    --advertised-listener-url "tcp://127.0.0.1:$TANSU_PORT" \
-    --storage-engine sqlite://tansu.db >"$data/broker.log" 2>&1 &)
-  wait_port Tansu $TANSU_PORT 30
+  echo "services: installing Tansu $TANSU_VERSION (a Kafka-protocol broker the Kafka tests start)" \
+    "into $root: cargo install, about 17 minutes on 2 cores, once" >&2
+  cargo install --locked tansu --version "$TANSU_VERSION" --features libsql --root "$root" \
+    >&2 || return 1
 }
 
 # Fails at once, with what to do, when a service is down and cannot be

@@ -28,7 +28,7 @@ step() { echo "==> $*" >&2; }
 # Integration test targets that need a broker running (package:target).
 broker_tests=(
   outbox-relay:publisher_redis outbox-relay:publisher_asynq outbox-relay:publisher_nats
-  outbox-relay:publisher_amqp outbox-relay:publisher_mqtt
+  outbox-relay:publisher_amqp outbox-relay:publisher_mqtt outbox-relay:publisher_kafka
   outbox-cli:relay_brokers outbox-cli:relay_streams outbox-cli:fault_brokers
   outbox-cli:relay_kafka
 )
@@ -51,8 +51,8 @@ if $postgres_only; then
   step "checking PostgreSQL (--postgres-only: no broker is checked or started)"
   ensure_services postgres
 else
-  step "checking PostgreSQL, RabbitMQ, Mosquitto, Redis and NATS (starting any that is down)"
-  ensure_services postgres rabbitmq mosquitto redis nats
+  step "checking PostgreSQL, RabbitMQ, Mosquitto, Redis and NATS (starting any that is down), and Tansu's install"
+  ensure_services postgres rabbitmq mosquitto redis nats tansu
 fi
 export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}"
 

@@ -1,42 +1,26 @@
 //! The Kafka publisher against a real Kafka-protocol broker running as its
-//! own process (Tansu, started by `scripts/services.sh tansu` on port 19092),
-//! read back with a client not written here (confluent-kafka in Python).
-//! Not in scripts/test.sh yet: Tansu 0.6.0 stops serving fetches in some
-//! runs (its watermarks advance, consumers read nothing), so the broker test
-//! is ignored unless asked for.
+//! own process (Tansu; each test starts its own, on its own port and
+//! storage: `outbox_testkit::Tansu`), through `outbox relay`, read back
+//! with a client not written here (confluent-kafka in Python).
 
 mod common;
 
 use common::python;
-use outbox_testkit::TestSchema;
+use outbox_testkit::{Tansu, TestSchema};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-const BOOTSTRAP: &str = "127.0.0.1:19092";
 const MESSAGES: i64 = 2000;
 const KEYS: i64 = 97;
-const PARTITIONS: i32 = 6;
-
-/// The Tansu binary scripts/services.sh installs.
-fn tansu() -> PathBuf {
-    let cache = std::env::var_os("OUTBOX_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache/outbox"));
-    let bin = cache.join("tansu-0.6.0/bin/tansu");
-    assert!(
-        bin.exists(),
-        "{} is missing: scripts/test.sh installs and starts it",
-        bin.display()
-    );
-    bin
-}
+const PARTITIONS: u32 = 6;
 
 /// The Java client's partition for a key: `murmur2(key) & 0x7fffffff %
 /// partitions` (Kafka's `Utils.murmur2`, checked below against Kafka's own
 /// test vectors).
-fn java_partition(key: &[u8], partitions: i32) -> i32 {
-    (murmur2(key) & 0x7fff_ffff) % partitions
+fn java_partition(key: &[u8], partitions: u32) -> i32 {
+    (murmur2(key) & 0x7fff_ffff) % partitions as i32
 }
 
 fn murmur2(data: &[u8]) -> i32 {
@@ -79,85 +63,107 @@ fn murmur2_is_kafkas() {
     }
 }
 
-/// 2,000 messages over 97 keys into a 6-partition topic through `outbox
-/// relay`: each read back exactly once, keyed by the aggregate id, with the
-/// envelope headers, in id order within each key, and every key on the
-/// partition a Java producer would choose for it.
-#[tokio::test]
-#[ignore = "Tansu 0.6.0 stops serving fetches (consumers read nothing) in some runs; \
-            run by hand: scripts/services.sh tansu && cargo test -p outbox-cli --test relay_kafka -- --ignored"]
-async fn relay_to_a_kafka_broker_keeps_keys_headers_order_and_java_partitions() {
-    let db = TestSchema::new("relay_kafka").await;
-    let topic = format!("orders_{}", db.name());
-    let created = Command::new(tansu())
-        .args([
-            "topic",
-            "create",
-            "--broker",
-            &format!("tcp://{BOOTSTRAP}"),
-            &topic,
-        ])
-        .args(["--partitions", &PARTITIONS.to_string()])
-        .output()
-        .unwrap();
-    assert!(
-        created.status.success(),
-        "tansu topic create: {}",
-        String::from_utf8_lossy(&created.stderr)
-    );
-    db.exec(&format!(
-        "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
-           SELECT 'order.changed', 'order', 'order-' || (g % {KEYS}), '{topic}', \
-                  jsonb_build_object('n', g) \
-             FROM generate_series(1, {MESSAGES}) g"
-    ))
-    .await;
-    let mut relay = Command::new(env!("CARGO_BIN_EXE_outbox"))
+/// `outbox relay` on the test's schema, publishing to `broker`.
+fn start_relay(db: &TestSchema, broker: &Tansu) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_outbox"))
         .env("DATABASE_URL", outbox_testkit::database_url())
         .env("OUTBOX_SCHEMA", db.name())
-        .args(["relay", "--publisher", &format!("kafka://{BOOTSTRAP}")])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .args(["relay", "--publisher"])
+        .arg(format!("kafka://{}", broker.bootstrap()))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
         .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    let sent = "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'";
-    while db.count(sent).await < MESSAGES {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "not all sent within 120 s"
-        );
-        assert!(relay.try_wait().unwrap().is_none(), "the relay exited");
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+        .unwrap()
+}
+
+/// Stops the relay with SIGINT and expects a clean exit.
+fn stop_relay(mut relay: Child) {
     Command::new("kill")
         .args(["-INT", &relay.id().to_string()])
         .status()
         .unwrap();
     assert!(relay.wait().unwrap().success(), "a clean exit on SIGINT");
+}
 
+/// Waits until `sql` counts at least `want`, failing after `limit` or if
+/// the relay exits; returns how long it took.
+async fn wait_count(
+    db: &TestSchema,
+    relay: &mut Child,
+    sql: &str,
+    want: i64,
+    limit: Duration,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        let n = db.count(sql).await;
+        if n >= want {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < limit,
+            "{n} of {want} after {limit:?}: {sql}"
+        );
+        assert!(relay.try_wait().unwrap().is_none(), "the relay exited");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Inserts `n` messages for `topic` as plain SQL would, over `keys`
+/// aggregates (`order-0`…), payload `{"n": <g>}` with g from `from`.
+async fn enqueue(db: &TestSchema, topic: &str, from: i64, n: i64, keys: i64) {
+    db.exec(&format!(
+        "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+           SELECT 'order.changed', 'order', 'order-' || (g % {keys}), '{topic}', \
+                  jsonb_build_object('n', g) \
+             FROM generate_series({from}, {to}) g",
+        to = from + n - 1
+    ))
+    .await;
+}
+
+/// Every record of `topic` up to its high watermarks, read back by
+/// confluent-kafka from offset 0.
+fn read_back(broker: &Tansu, topic: &str, partitions: u32) -> Vec<serde_json::Value> {
     let script =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/readback/kafka_readback.py");
     let out = Command::new(python())
         .arg(&script)
-        .args([
-            BOOTSTRAP,
-            &topic,
-            &PARTITIONS.to_string(),
-            &MESSAGES.to_string(),
-        ])
+        .arg(broker.bootstrap())
+        .args([topic, &partitions.to_string()])
         .output()
         .unwrap();
     assert!(
         out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{}\nbroker log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        broker.log()
     );
-    let records: Vec<serde_json::Value> = String::from_utf8(out.stdout)
+    String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        .collect()
+}
+
+const SENT: &str = "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'";
+
+/// 2,000 messages over 97 keys into a 6-partition topic through `outbox
+/// relay`: each read back exactly once, keyed by the aggregate id, with the
+/// envelope headers, in id order within each key, and every key on the
+/// partition a Java producer would choose for it.
+#[tokio::test]
+async fn relay_to_a_kafka_broker_keeps_keys_headers_order_and_java_partitions() {
+    let broker = Tansu::start();
+    let db = TestSchema::new("relay_kafka").await;
+    let topic = format!("orders_{}", db.name());
+    broker.create_topic(&topic, PARTITIONS);
+    enqueue(&db, &topic, 1, MESSAGES, KEYS).await;
+    let mut relay = start_relay(&db, &broker);
+    wait_count(&db, &mut relay, SENT, MESSAGES, Duration::from_secs(120)).await;
+    stop_relay(relay);
+
+    let records = read_back(&broker, &topic, PARTITIONS);
     assert_eq!(records.len() as i64, MESSAGES, "every message, once");
     let event_ids: BTreeSet<&str> = records
         .iter()
@@ -193,4 +199,82 @@ async fn relay_to_a_kafka_broker_keeps_keys_headers_order_and_java_partitions() 
         sorted.sort_unstable();
         assert_eq!(ns, sorted, "{key}: out of order in its partition");
     }
+}
+
+/// A topic the broker does not have (Tansu creates none on first use): its
+/// messages go `dead` within 10 s with a reason naming it, and the other
+/// messages of their batches are `sent` within a few seconds, not held for
+/// the delivery timeout.
+#[tokio::test]
+async fn a_missing_topic_is_dead_within_seconds_and_holds_nothing_else() {
+    let broker = Tansu::start();
+    let db = TestSchema::new("relay_kafka_missing").await;
+    let present = format!("present_{}", db.name());
+    let absent = format!("absent_{}", db.name());
+    broker.create_topic(&present, 1);
+    // Interleaved: every batch holds both.
+    for i in 0..60 {
+        let topic = if i % 6 == 5 { &absent } else { &present };
+        enqueue(&db, topic, i, 1, 7).await;
+    }
+    let started = Instant::now();
+    let mut relay = start_relay(&db, &broker);
+    wait_count(&db, &mut relay, SENT, 50, Duration::from_secs(5)).await;
+    let sent = started.elapsed();
+    let dead_sql = format!(
+        "SELECT count(*) FROM {{schema}}.messages \
+          WHERE status = 'dead' AND topic = '{absent}' AND dead_reason LIKE '%{absent}%'"
+    );
+    wait_count(
+        &db,
+        &mut relay,
+        &dead_sql,
+        10,
+        Duration::from_secs(10) - sent,
+    )
+    .await;
+    let dead = started.elapsed();
+    eprintln!("50 sent {sent:?} and 10 dead {dead:?} after the relay's launch");
+    stop_relay(relay);
+    assert_eq!(read_back(&broker, &present, 1).len(), 50);
+    assert_eq!(db.count(SENT).await, 50);
+}
+
+/// The broker crashes (SIGKILL) with messages flowing and comes back 8 s
+/// later on the same storage: every message reaches it, none is
+/// dead-lettered, and only at-least-once duplicates (counted) may appear.
+#[tokio::test]
+async fn an_8_s_broker_crash_loses_nothing_and_dead_letters_nothing() {
+    const N: i64 = 500;
+    let mut broker = Tansu::start();
+    let db = TestSchema::new("relay_kafka_crash").await;
+    let topic = format!("crash_{}", db.name());
+    broker.create_topic(&topic, 3);
+    let mut relay = start_relay(&db, &broker);
+    enqueue(&db, &topic, 1, N / 2, 20).await;
+    wait_count(&db, &mut relay, SENT, N / 2, Duration::from_secs(60)).await;
+
+    broker.kill();
+    enqueue(&db, &topic, N / 2 + 1, N / 2, 20).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    broker.restart();
+    let back = wait_count(&db, &mut relay, SENT, N, Duration::from_secs(120)).await;
+    eprintln!("all {N} sent {back:?} after the broker came back");
+    stop_relay(relay);
+
+    let dead = db
+        .count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        .await;
+    assert_eq!(dead, 0, "nothing dead-lettered");
+    let records = read_back(&broker, &topic, 3);
+    let ns: BTreeSet<i64> = records
+        .iter()
+        .map(|r| r["value"]["n"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        ns,
+        (1..=N).collect::<BTreeSet<_>>(),
+        "every message reached the broker"
+    );
+    eprintln!("{} records for {N} messages", records.len());
 }

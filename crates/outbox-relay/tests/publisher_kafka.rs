@@ -1,6 +1,8 @@
-//! The Kafka publisher against librdkafka's mock cluster: an in-process
-//! broker speaking the Kafka protocol (there is no Kafka broker on the
-//! machine; see docs/publishers-a.md). Each harness starts its own.
+//! The Kafka publisher against two brokers: librdkafka's mock cluster (an
+//! in-process broker speaking the Kafka protocol, which can be told to fail
+//! in ways a real broker cannot be made to), and Tansu, a Kafka-protocol
+//! broker running as its own process (see docs/publishers-a.md). The
+//! conformance suite runs on both; each harness starts its own broker.
 #![cfg(feature = "publisher-kafka")]
 
 mod conformance;
@@ -9,6 +11,7 @@ mod support;
 use conformance::{closed_port, unique, Harness, Received, Scope, Target};
 use outbox_relay::publishers::kafka::KafkaPublisher;
 use outbox_relay::Envelope;
+use outbox_testkit::Tansu;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::{BorrowedMessage, Headers};
 use rdkafka::mocking::MockCluster;
@@ -20,26 +23,54 @@ use std::time::Duration;
 /// A record as consumed: key, headers, value.
 type Record = (Option<String>, Vec<(String, String)>, String);
 
+/// The broker a harness publishes to.
+enum Broker {
+    Mock(MockCluster<'static, DefaultProducerContext>),
+    Tansu(Tansu),
+}
+
 struct KafkaHarness {
-    cluster: MockCluster<'static, DefaultProducerContext>,
+    broker: Broker,
 }
 
 impl KafkaHarness {
+    /// On librdkafka's mock cluster.
     fn new() -> Self {
         Self {
-            cluster: MockCluster::new(1).expect("mock cluster"),
+            broker: Broker::Mock(MockCluster::new(1).expect("mock cluster")),
+        }
+    }
+
+    /// On a Tansu broker process of its own.
+    fn tansu() -> Self {
+        Self {
+            broker: Broker::Tansu(Tansu::start()),
+        }
+    }
+
+    fn bootstrap(&self) -> String {
+        match &self.broker {
+            Broker::Mock(c) => c.bootstrap_servers(),
+            Broker::Tansu(t) => t.bootstrap(),
         }
     }
 
     fn url(&self) -> String {
-        format!("kafka://{}", self.cluster.bootstrap_servers())
+        format!("kafka://{}", self.bootstrap())
     }
 
+    /// A fresh topic of one partition.
     fn topic(&self, label: &str) -> String {
+        self.topic_of(label, 1)
+    }
+
+    /// A fresh topic of `partitions` partitions.
+    fn topic_of(&self, label: &str, partitions: i32) -> String {
         let topic = unique(label);
-        self.cluster
-            .create_topic(&topic, 1, 1)
-            .expect("create topic");
+        match &self.broker {
+            Broker::Mock(c) => c.create_topic(&topic, partitions, 1).expect("create topic"),
+            Broker::Tansu(t) => t.create_topic(&topic, partitions as u32),
+        }
         topic
     }
 
@@ -47,7 +78,7 @@ impl KafkaHarness {
     /// consumer sees them; the high watermark says how many to expect.
     fn records(&self, topic: &str) -> Vec<Record> {
         let consumer: BaseConsumer = ClientConfig::new()
-            .set("bootstrap.servers", self.cluster.bootstrap_servers())
+            .set("bootstrap.servers", self.bootstrap())
             .set("group.id", unique("readback"))
             .set("enable.auto.commit", "false")
             .create()
@@ -145,18 +176,30 @@ impl Harness for KafkaHarness {
     }
 
     async fn refused_topic(&self, _: &Target<KafkaPublisher>) -> (String, Scope) {
-        let topic = self.topic("forbidden");
-        self.cluster
-            .topic_error(
-                &topic,
-                RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
-            )
-            .unwrap();
-        (topic, Scope::Topic)
+        match &self.broker {
+            // The mock cluster can refuse a topic it has: not authorized.
+            Broker::Mock(c) => {
+                let topic = self.topic("forbidden");
+                c.topic_error(
+                    &topic,
+                    RDKafkaRespErr::RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED,
+                )
+                .unwrap();
+                (topic, Scope::Topic)
+            }
+            // Tansu creates no topic on first use: one it lacks is refused.
+            Broker::Tansu(_) => (unique("absent"), Scope::Topic),
+        }
     }
 }
 
 conformance_suite!(KafkaHarness::new());
+
+/// The same suite against a real broker process.
+mod on_tansu {
+    use super::{conformance, KafkaHarness};
+    crate::conformance_suite!(KafkaHarness::tansu());
+}
 
 #[tokio::test]
 async fn ce_headers_follow_the_kafka_binding() {
@@ -325,20 +368,25 @@ async fn a_slow_topic_holds_only_its_own_messages() {
 /// Per-aggregate order through the relay (batch 500, 4 pipelines) on a
 /// topic of 4 partitions, read back with librdkafka's consumer: every
 /// message of an aggregate is in one partition (key = aggregate id), in id
-/// order.
+/// order. On the mock cluster and on Tansu.
 #[tokio::test]
 async fn keeps_aggregate_order() {
+    keeps_aggregate_order_on(KafkaHarness::new()).await
+}
+
+#[tokio::test]
+async fn keeps_aggregate_order_on_tansu() {
+    keeps_aggregate_order_on(KafkaHarness::tansu()).await
+}
+
+async fn keeps_aggregate_order_on(h: KafkaHarness) {
     const PARTITIONS: i32 = 4;
-    let h = KafkaHarness::new();
-    let topic = unique("orders");
-    h.cluster
-        .create_topic(&topic, PARTITIONS, 1)
-        .expect("create topic");
+    let topic = h.topic_of("orders", PARTITIONS);
     let p = KafkaPublisher::from_url(&h.url()).unwrap();
     let _t = support::relay_in_aggregate_order("kafka_order", p, &topic).await;
 
     let consumer: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", h.cluster.bootstrap_servers())
+        .set("bootstrap.servers", h.bootstrap())
         .set("group.id", unique("readback"))
         .set("enable.auto.commit", "false")
         .create()

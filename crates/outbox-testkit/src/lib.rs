@@ -7,9 +7,11 @@ pub mod order_check;
 pub mod ordering;
 mod proxy;
 pub mod readback;
+mod tansu;
 pub mod webhook;
 
 pub use proxy::FaultyProxy;
+pub use tansu::Tansu;
 
 use deadpool_postgres::{Pool, Runtime};
 use outbox::Schema;
