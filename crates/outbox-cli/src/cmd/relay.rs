@@ -114,7 +114,10 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
         let server = http::bind(addr, handle, probes, ui_token, shutdown.clone()).await?;
         tokio::spawn(server);
     }
-    tokio::spawn(signal_shutdown(shutdown.clone()));
+    tokio::spawn(super::cancel_on_signal(
+        shutdown.clone(),
+        "shutdown requested; finishing the batch in flight",
+    ));
     let c = relay.config();
     let hosts: Vec<String> = listen_config
         .get_hosts()
@@ -141,27 +144,4 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     );
     relay.run(shutdown).await?;
     Ok(())
-}
-
-/// Cancels `token` on SIGINT or SIGTERM. The handlers are installed when
-/// this is called, before the startup line, so a signal sent as soon as the
-/// relay says it runs already ends it cleanly.
-fn signal_shutdown(token: CancellationToken) -> impl std::future::Future<Output = ()> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let handlers = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    );
-    async move {
-        let (Ok(mut term), Ok(mut int)) = handlers else {
-            tracing::error!("cannot install signal handlers");
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        tracing::info!("shutdown requested; finishing the batch in flight");
-        token.cancel();
-    }
 }

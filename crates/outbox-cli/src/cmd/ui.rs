@@ -73,7 +73,10 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         },
         shutdown.clone(),
     );
-    tokio::spawn(stop_on_signal(shutdown.clone()));
+    tokio::spawn(super::cancel_on_signal(
+        shutdown.clone(),
+        "shutdown requested",
+    ));
     tracing::info!(
         addr = %bound,
         schema = %store.schema(),
@@ -88,22 +91,4 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     }
     tokio::join!(crate::http::serve(listener, app, shutdown), snapshots);
     Ok(())
-}
-
-/// Cancels `token` on SIGINT or SIGTERM.
-async fn stop_on_signal(token: CancellationToken) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        tracing::error!("cannot install signal handlers");
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
-    tracing::info!("shutdown requested");
-    token.cancel();
 }

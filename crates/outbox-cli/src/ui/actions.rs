@@ -8,8 +8,8 @@
 
 use super::auth::Via;
 use super::{field, page, pairs, Ui};
-use axum::extract::{ConnectInfo, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request, State};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use outbox_relay::{Error, ReplayTarget};
 use std::net::SocketAddr;
@@ -21,6 +21,36 @@ const MAX_IDS: usize = 10_000;
 /// authenticated and from where (the token names no person).
 fn by(via: Via, peer: &str) -> String {
     format!("outbox-ui ({} from {peer})", via.as_str())
+}
+
+/// An authorized action's request: who asks, for the audit line and
+/// `dead_replays`, and the form it posted. A request the token does not
+/// authorize is answered before the action's handler runs.
+pub struct Action {
+    who: String,
+    form: Vec<(String, String)>,
+}
+
+impl FromRequest<Ui> for Action {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, ui: &Ui) -> Result<Self, Response> {
+        let (mut parts, body) = req.into_parts();
+        let ConnectInfo(peer) = ConnectInfo::<SocketAddr>::from_request_parts(&mut parts, ui)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let via = ui.inner.auth.authorize(&parts.headers);
+        // A body that cannot be read is refused as such before a refused
+        // authorization, as when the handlers took the body themselves.
+        let body = String::from_request(Request::from_parts(parts, body), ui)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let via = via.map_err(IntoResponse::into_response)?;
+        Ok(Self {
+            who: by(via, &peer.ip().to_string()),
+            form: pairs(&body),
+        })
+    }
 }
 
 fn confirmed(form: &[(String, String)]) -> bool {
@@ -49,17 +79,7 @@ fn failed(e: &Error) -> Response {
 
 /// `POST /replay`: `id=…` (repeated) — one message or the selected ones;
 /// all must be dead, or none is replayed.
-pub async fn replay(
-    State(ui): State<Ui>,
-    ConnectInfo(peer_addr): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    let via = match ui.inner.auth.authorize(&headers) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let form = pairs(&body);
+pub async fn replay(State(ui): State<Ui>, Action { who, form }: Action) -> Response {
     let mut ids = Vec::new();
     for (k, v) in &form {
         if k == "id" {
@@ -105,7 +125,6 @@ pub async fn replay(
             "Replay",
         );
     }
-    let who = by(via, &peer_addr.ip().to_string());
     match ui
         .inner
         .dead
@@ -133,17 +152,7 @@ pub async fn replay(
 
 /// `POST /replay-matching`: `topic=…&q=…` — every dead letter the filter
 /// matches (no filter: every dead letter).
-pub async fn replay_matching(
-    State(ui): State<Ui>,
-    ConnectInfo(peer_addr): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    let via = match ui.inner.auth.authorize(&headers) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let form = pairs(&body);
+pub async fn replay_matching(State(ui): State<Ui>, Action { who, form }: Action) -> Response {
     let topic = field(&form, "topic");
     let text = field(&form, "q");
     let target = ReplayTarget::Matching {
@@ -190,7 +199,6 @@ pub async fn replay_matching(
             "Replay all matching",
         );
     }
-    let who = by(via, &peer_addr.ip().to_string());
     match ui.inner.dead.replay(&target, Some(&who)).await {
         Ok(replayed) => {
             tracing::info!(
@@ -211,17 +219,7 @@ pub async fn replay_matching(
 
 /// `POST /purge`: `older_than=30d` — deletes dead letters that died longer
 /// ago. Not a replay, so not in `dead_replays`: the audit line is its record.
-pub async fn purge(
-    State(ui): State<Ui>,
-    ConnectInfo(peer_addr): ConnectInfo<SocketAddr>,
-    headers: HeaderMap,
-    body: String,
-) -> Response {
-    let via = match ui.inner.auth.authorize(&headers) {
-        Ok(v) => v,
-        Err(r) => return r.into_response(),
-    };
-    let form = pairs(&body);
+pub async fn purge(State(ui): State<Ui>, Action { who, form }: Action) -> Response {
     let Some(raw) = field(&form, "older_than") else {
         return page::problem(StatusCode::BAD_REQUEST, "say how old, e.g. 30d");
     };
@@ -238,7 +236,6 @@ pub async fn purge(
             "Delete",
         );
     }
-    let who = by(via, &peer_addr.ip().to_string());
     match ui.inner.dead.purge(older_than).await {
         Ok(n) => {
             tracing::info!(

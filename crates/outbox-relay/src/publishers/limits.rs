@@ -79,6 +79,43 @@ pub(crate) fn reserved(
     }
 }
 
+/// A kind of destination a publisher names after the topic (Kafka topics,
+/// NATS subjects, ...): how its reasons name it, and the prefixes of the
+/// broker's own.
+#[derive(Debug)]
+pub(crate) struct Destination {
+    pub(crate) publisher: &'static str,
+    /// "topic", "subject", ...
+    pub(crate) what: &'static str,
+    /// Prefixes of the broker's own destinations.
+    pub(crate) reserved: &'static [&'static str],
+    /// What they address, for [`reserved`]'s reason.
+    pub(crate) role: &'static str,
+}
+
+impl Destination {
+    /// Refuses `name` as [`invalid`] when `invalid_because` says why it
+    /// cannot be one, else as [`reserved`] unless `allow_reserved`.
+    pub(crate) fn check(
+        &self,
+        name: &str,
+        invalid_because: Option<&str>,
+        allow_reserved: bool,
+    ) -> Result<(), PublishError> {
+        if let Some(why) = invalid_because {
+            return Err(invalid(self.publisher, self.what, name, why));
+        }
+        reserved(
+            self.publisher,
+            self.what,
+            name,
+            self.reserved,
+            self.role,
+            allow_reserved,
+        )
+    }
+}
+
 /// A header whose name or value the destination cannot carry.
 pub(crate) fn header(publisher: &str, key: &str, why: &str) -> PublishError {
     PublishError::permanent(format!("{publisher}: header {:?} {why}", excerpt(key)))

@@ -176,24 +176,24 @@ impl RelayConfig {
                 self.batch_size
             ));
         }
-        if !(MIN_LEASE..=MAX_DURATION).contains(&self.lease) {
-            return bad(format!(
-                "lease must be at least {MIN_LEASE:?} (it is extended every half lease by a database round trip) and at most 100 years, got {:?}",
-                self.lease
-            ));
-        }
-        if !(MIN_PUBLISH_TIMEOUT..=MAX_DURATION).contains(&self.publish_timeout) {
-            return bad(format!(
-                "publish timeout must be at least {MIN_PUBLISH_TIMEOUT:?} and at most 100 years, got {:?}",
-                self.publish_timeout
-            ));
-        }
-        if !(MIN_BUCKET_LEASE..=MAX_DURATION).contains(&self.bucket_lease) {
-            return bad(format!(
-                "bucket lease must be at least {MIN_BUCKET_LEASE:?} (it is renewed every third of the lease by a database round trip) and at most 100 years, got {:?}",
-                self.bucket_lease
-            ));
-        }
+        bounded(
+            "lease",
+            self.lease,
+            MIN_LEASE,
+            Some("it is extended every half lease by a database round trip"),
+        )?;
+        bounded(
+            "publish timeout",
+            self.publish_timeout,
+            MIN_PUBLISH_TIMEOUT,
+            None,
+        )?;
+        bounded(
+            "bucket lease",
+            self.bucket_lease,
+            MIN_BUCKET_LEASE,
+            Some("it is renewed every third of the lease by a database round trip"),
+        )?;
         if self.idle_sleep.is_zero() {
             return bad("idle sleep must be positive".into());
         }
@@ -229,6 +229,18 @@ impl RelayConfig {
         }
         self.retry.validate().map_err(Error::Config)
     }
+}
+
+/// `d` from `min` (for `why`, if said) to 100 years, or the error naming
+/// `what`.
+fn bounded(what: &str, d: Duration, min: Duration, why: Option<&str>) -> Result<()> {
+    if (min..=MAX_DURATION).contains(&d) {
+        return Ok(());
+    }
+    let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+    Err(Error::Config(format!(
+        "{what} must be at least {min:?}{why} and at most 100 years, got {d:?}"
+    )))
 }
 
 /// `<host>-<pid>-<random>`: unique per process, readable in `locked_by`.

@@ -3,6 +3,8 @@
 use super::Store;
 use crate::Result;
 use chrono::{DateTime, Utc};
+use tokio_postgres::types::ToSql;
+use tokio_postgres::Row;
 
 /// One group of the hot table: a topic and status, and for rows in flight
 /// the relay that holds them.
@@ -60,21 +62,30 @@ pub struct RecentReplay {
 }
 
 impl Store {
+    /// Runs one of the page's statements, prepared once per connection, and
+    /// reads each row with `from_row`.
+    async fn ui_rows<T>(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        from_row: impl Fn(&Row) -> T,
+    ) -> Result<Vec<T>> {
+        let client = self.client().await?;
+        let stmt = client.prepare_cached(sql).await?;
+        let rows = client.query(&stmt, params).await?;
+        Ok(rows.iter().map(from_row).collect())
+    }
+
     /// The hot table by topic, status and (in flight) relay, in one pass.
     pub async fn ui_hot_counts(&self) -> Result<Vec<HotCount>> {
-        let client = self.client().await?;
-        let stmt = client.prepare_cached(&self.q.ui.hot_counts).await?;
-        let rows = client.query(&stmt, &[]).await?;
-        Ok(rows
-            .iter()
-            .map(|r| HotCount {
-                topic: r.get("topic"),
-                status: r.get("status"),
-                relay: r.get("relay"),
-                count: r.get("count"),
-                last_claim: r.get("last_claim"),
-            })
-            .collect())
+        self.ui_rows(&self.q.ui.hot_counts, &[], |r| HotCount {
+            topic: r.get("topic"),
+            status: r.get("status"),
+            relay: r.get("relay"),
+            count: r.get("count"),
+            last_claim: r.get("last_claim"),
+        })
+        .await
     }
 
     /// The sent table's counters.
@@ -96,34 +107,24 @@ impl Store {
 
     /// The relays registered for ordering per aggregate.
     pub async fn ui_relays(&self) -> Result<Vec<RegisteredRelay>> {
-        let client = self.client().await?;
-        let stmt = client.prepare_cached(&self.q.ui.relays).await?;
-        let rows = client.query(&stmt, &[]).await?;
-        Ok(rows
-            .iter()
-            .map(|r| RegisteredRelay {
-                relay_id: r.get("relay_id"),
-                ordering: r.get("ordering"),
-                lease_until: r.get("lease_until"),
-                started_at: r.get("started_at"),
-            })
-            .collect())
+        self.ui_rows(&self.q.ui.relays, &[], |r| RegisteredRelay {
+            relay_id: r.get("relay_id"),
+            ordering: r.get("ordering"),
+            lease_until: r.get("lease_until"),
+            started_at: r.get("started_at"),
+        })
+        .await
     }
 
     /// The newest `limit` replays.
     pub async fn ui_recent_replays(&self, limit: i64) -> Result<Vec<RecentReplay>> {
-        let client = self.client().await?;
-        let stmt = client.prepare_cached(&self.q.ui.recent_replays).await?;
-        let rows = client.query(&stmt, &[&limit]).await?;
-        Ok(rows
-            .iter()
-            .map(|r| RecentReplay {
-                id: r.get("id"),
-                message_id: r.get("message_id"),
-                replayed_at: r.get("replayed_at"),
-                replayed_by: r.get("replayed_by"),
-                dead_reason: r.get("dead_reason"),
-            })
-            .collect())
+        self.ui_rows(&self.q.ui.recent_replays, &[&limit], |r| RecentReplay {
+            id: r.get("id"),
+            message_id: r.get("message_id"),
+            replayed_at: r.get("replayed_at"),
+            replayed_by: r.get("replayed_by"),
+            dead_reason: r.get("dead_reason"),
+        })
+        .await
     }
 }

@@ -36,6 +36,14 @@ const RECORD_OVERHEAD: usize = 36;
 /// The longest topic name Kafka takes.
 const MAX_TOPIC: usize = 249;
 
+/// The topics messages go to.
+const TOPICS: limits::Destination = limits::Destination {
+    publisher: "kafka",
+    what: "topic",
+    reserved: &config::RESERVED,
+    role: "the cluster's internal topics, such as __consumer_offsets",
+};
+
 /// The Kafka publisher.
 pub struct KafkaPublisher {
     config: KafkaConfig,
@@ -127,17 +135,7 @@ impl KafkaPublisher {
         } else {
             None
         };
-        if let Some(why) = why {
-            return Err(limits::invalid("kafka", "topic", topic, why));
-        }
-        limits::reserved(
-            "kafka",
-            "topic",
-            topic,
-            &config::RESERVED,
-            "the cluster's internal topics, such as __consumer_offsets",
-            self.config.allow_reserved,
-        )
+        TOPICS.check(topic, why, self.config.allow_reserved)
     }
 }
 

@@ -212,6 +212,14 @@ async fn drive(mut eventloop: EventLoop, tx: mpsc::UnboundedSender<Result<Ev, St
     }
 }
 
+/// The topics messages go to.
+const TOPICS: limits::Destination = limits::Destination {
+    publisher: "mqtt",
+    what: "topic",
+    reserved: &config::RESERVED,
+    role: "the broker's $SYS tree and $share subscriptions",
+};
+
 impl MqttPublisher {
     /// Whether a PUBLISH of `body_len` bytes to `topic` is one the broker
     /// takes: Mosquitto answers a malformed topic or an oversized packet by
@@ -228,17 +236,7 @@ impl MqttPublisher {
         } else {
             None
         };
-        if let Some(why) = why {
-            return Err(limits::invalid("mqtt", "topic", topic, why));
-        }
-        limits::reserved(
-            "mqtt",
-            "topic",
-            topic,
-            &config::RESERVED,
-            "the broker's $SYS tree and $share subscriptions",
-            self.cfg.allow_reserved,
-        )?;
+        TOPICS.check(topic, why, self.cfg.allow_reserved)?;
         // Remaining length of a QoS 1 PUBLISH: topic (length-prefixed),
         // packet id, body.
         let size = 2 + topic.len() + 2 + body_len;

@@ -124,25 +124,21 @@ impl NatsPublisher {
 /// What starts every NATS header block.
 const HEADER_PREAMBLE: &str = "NATS/1.0\r\n";
 
+/// The subjects messages go to.
+const SUBJECTS: limits::Destination = limits::Destination {
+    publisher: "nats",
+    what: "subject",
+    reserved: &config::RESERVED,
+    role: "the server's own API and reply subjects",
+};
+
 /// Whether `subject` can be published to, and is nobody's control plane.
 fn check_subject(subject: &str, allow_reserved: bool) -> Result<(), PublishError> {
-    if !config::valid_subject(subject) {
-        return Err(limits::invalid(
-            "nats",
-            "subject",
-            subject,
-            "subjects are non-empty dot-separated tokens without whitespace, \
-             control characters or the wildcards * and >",
-        ));
-    }
-    limits::reserved(
-        "nats",
-        "subject",
-        subject,
-        &config::RESERVED,
-        "the server's own API and reply subjects",
-        allow_reserved,
-    )
+    let why = (!config::valid_subject(subject)).then_some(
+        "subjects are non-empty dot-separated tokens without whitespace, \
+         control characters or the wildcards * and >",
+    );
+    SUBJECTS.check(subject, why, allow_reserved)
 }
 
 impl Publisher for NatsPublisher {
