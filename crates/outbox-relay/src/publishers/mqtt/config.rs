@@ -104,8 +104,15 @@ impl MqttConfig {
         };
         let client_id = match o.get("client_id") {
             None => format!("outbox-{:08x}", rand::random::<u32>()),
-            Some(id) if !id.is_empty() && id.len() <= 65_535 => id.to_owned(),
-            Some(_) => return Err(o.error("client_id must not be empty")),
+            Some("") => return Err(o.error("client_id must not be empty")),
+            // An MQTT string is at most 65,535 bytes (its length is a u16).
+            Some(id) if id.len() > 65_535 => {
+                return Err(o.error(format_args!(
+                    "client_id is {} bytes; MQTT allows at most 65535",
+                    id.len()
+                )))
+            }
+            Some(id) => id.to_owned(),
         };
         let topic_map = match o.get("topic_map").unwrap_or("dots") {
             "dots" => TopicMap::Dots,
@@ -213,6 +220,7 @@ mod tests {
 
     #[test]
     fn bad_values_are_named_and_passwords_hidden() {
+        let long_id = format!("mqtt://u:hunter2@h?client_id={}", "x".repeat(65_536));
         assert_refused(
             MqttConfig::from_url,
             &[
@@ -222,6 +230,8 @@ mod tests {
                 ("mqtt://u:hunter2@h?prefix=a/%23", "wildcards"),
                 ("mqtt://u:hunter2@h?prefix=$SYS", "allow_reserved=true"),
                 ("mqtt://u:hunter2@h?allow_reserved=sure", "allow_reserved"),
+                ("mqtt://u:hunter2@h?client_id=", "must not be empty"),
+                (&long_id, "at most 65535"),
                 (
                     "mqtt://u:hunter2@h?max_packet_size=268435456",
                     "max_packet_size",
