@@ -213,7 +213,10 @@ pub async fn replay_matching(State(ui): State<Ui>, Action { who, form }: Action)
             ui.inner.wake.notify_one();
             done(&format!("replayed={}", replayed.len()))
         }
-        Err(e) => failed(&e),
+        Err(e) => {
+            tracing::warn!(target: "outbox::ui::audit", action = "replay-matching", by = %who, topic = ?topic, text = ?text, error = %e, "operator action refused");
+            failed(&e)
+        }
     }
 }
 
@@ -249,6 +252,9 @@ pub async fn purge(State(ui): State<Ui>, Action { who, form }: Action) -> Respon
             ui.inner.wake.notify_one();
             done(&format!("purged={n}"))
         }
-        Err(e) => failed(&e),
+        Err(e) => {
+            tracing::warn!(target: "outbox::ui::audit", action = "purge", by = %who, older_than = %raw, error = %e, "operator action refused");
+            failed(&e)
+        }
     }
 }
