@@ -330,7 +330,7 @@ impl Settings {
                 |s| parse::duration_at_least(
                     s,
                     outbox_relay::relay::MIN_LEASE,
-                    "it is renewed every half lease by a database round trip"
+                    outbox_relay::relay::MIN_LEASE_WHY
                 ),
                 d.lease
             ),
@@ -339,7 +339,7 @@ impl Settings {
                 |s| parse::duration_at_least(
                     s,
                     outbox_relay::relay::MIN_PUBLISH_TIMEOUT,
-                    "shorter would fail healthy batches"
+                    outbox_relay::relay::MIN_PUBLISH_TIMEOUT_WHY
                 ),
                 d.publish_timeout
             ),
@@ -349,7 +349,7 @@ impl Settings {
                 |s| parse::duration_at_least(
                     s,
                     outbox_relay::relay::MIN_BUCKET_LEASE,
-                    "it is renewed every third of the lease by a database round trip"
+                    outbox_relay::relay::MIN_BUCKET_LEASE_WHY
                 ),
                 d.bucket_lease
             ),

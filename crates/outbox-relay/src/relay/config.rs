@@ -10,9 +10,15 @@ use std::time::Duration;
 /// publishes the rows again (`--lease 1ms` duplicated 27 % of messages).
 pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
+/// Why [`MIN_LEASE`], as every error refusing a shorter lease says it.
+pub const MIN_LEASE_WHY: &str = "it is extended every half lease by a database round trip";
+
 /// The shortest publish timeout accepted: a broker's ack takes
 /// milliseconds, and a deadline below this would fail healthy batches.
 pub const MIN_PUBLISH_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Why [`MIN_PUBLISH_TIMEOUT`], for errors.
+pub const MIN_PUBLISH_TIMEOUT_WHY: &str = "shorter would fail healthy batches";
 
 /// The longest lease or publish timeout accepted: a century. Longer is a
 /// typo, and the reaper's `now() - lease` stops being a timestamp.
@@ -21,6 +27,10 @@ const MAX_DURATION: Duration = crate::retry::MAX_DELAY;
 /// The shortest bucket lease accepted: it is renewed every third of the
 /// lease by a database round trip.
 pub const MIN_BUCKET_LEASE: Duration = Duration::from_secs(1);
+
+/// Why [`MIN_BUCKET_LEASE`], for errors.
+pub const MIN_BUCKET_LEASE_WHY: &str =
+    "it is renewed every third of the lease by a database round trip";
 
 /// Messages per claim accepted: one claim's rows are one statement's
 /// parameters and one batch in memory.
@@ -176,23 +186,18 @@ impl RelayConfig {
                 self.batch_size
             ));
         }
-        bounded(
-            "lease",
-            self.lease,
-            MIN_LEASE,
-            Some("it is extended every half lease by a database round trip"),
-        )?;
+        bounded("lease", self.lease, MIN_LEASE, Some(MIN_LEASE_WHY))?;
         bounded(
             "publish timeout",
             self.publish_timeout,
             MIN_PUBLISH_TIMEOUT,
-            None,
+            Some(MIN_PUBLISH_TIMEOUT_WHY),
         )?;
         bounded(
             "bucket lease",
             self.bucket_lease,
             MIN_BUCKET_LEASE,
-            Some("it is renewed every third of the lease by a database round trip"),
+            Some(MIN_BUCKET_LEASE_WHY),
         )?;
         if self.idle_sleep.is_zero() {
             return bad("idle sleep must be positive".into());
