@@ -14,7 +14,9 @@
 # streams and asynq queues are deleted after each run, and so are the NATS
 # streams the relay creates (create_stream). Kafka runs against a Tansu broker
 # started for the run (port 19092, empty SQLite storage, a 6-partition topic)
-# and killed after it.
+# and killed after it; then, as many times, the same broker and records with
+# a plain producer and no database (scripts/kafka_produce.py), the broker's
+# own ceiling, printed as `kafka broker alone`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
@@ -44,7 +46,7 @@ export DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres
 [[ -x $BIN ]] || cargo build --release -p outbox-cli
 for pub in "${publishers[@]}"; do
   case $pub in
-    amqp | nats | http)
+    amqp | nats | http | kafka)
       [[ -x $PY ]] || { echo "run scripts/test.sh once first (it makes $PY)" >&2; exit 1; } ;;
   esac
 done
@@ -137,9 +139,24 @@ run_once() { # publisher -> prints msgs/s
   awk -v n="$N" -v s="$start" -v e="$end" 'BEGIN { printf "%.0f\n", n / (e - s) }'
 }
 
-for pub in "${publishers[@]}"; do
-  rates=()
-  for ((i = 0; i < RUNS; i++)); do rates+=("$(run_once "$pub")"); done
+# The Kafka broker alone: a fresh broker, the same topic and N records, no relay.
+kafka_alone() { # -> prints msgs/s
+  local tansu_pid="" tansu_dir rate
+  tansu_dir=$(mktemp -d)
+  tansu_start "$tansu_dir" >&2
+  rate=$("$PY" scripts/kafka_produce.py 127.0.0.1:19092 orders.created "$N") || rate=failed
+  kill -9 "$tansu_pid"; wait "$tansu_pid" 2>/dev/null || true; rm -rf "$tansu_dir"
+  echo "$rate"
+}
+
+report() { # label runner
+  local rates=() median i
+  for ((i = 0; i < RUNS; i++)); do rates+=("$($2)"); done
   median=$(printf '%s\n' "${rates[@]}" | sort -n | sed -n "$(((RUNS + 1) / 2))p")
-  echo "$pub: ${median} msg/s (median of $RUNS; runs: ${rates[*]}; N=$N, batch=$BATCH)"
+  echo "$1: ${median} msg/s (median of $RUNS; runs: ${rates[*]}; N=$N, batch=$BATCH)"
+}
+
+for pub in "${publishers[@]}"; do
+  report "$pub" "run_once $pub"
+  if [[ $pub == kafka ]]; then report "kafka broker alone" kafka_alone; fi
 done
