@@ -16,13 +16,7 @@ pub(crate) struct RedisConn {
     conn: Lazy<MultiplexedConnection>,
 }
 
-impl std::fmt::Debug for RedisConn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisConn")
-            .field("addr", &self.addr)
-            .finish()
-    }
-}
+crate::debug::debug_showing!(RedisConn { addr });
 
 impl RedisConn {
     /// The connection of the `publisher` publisher to `url`; nothing
