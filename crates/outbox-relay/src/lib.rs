@@ -28,6 +28,7 @@ pub mod archive;
 pub mod backlog;
 mod clock;
 pub mod dead;
+mod debug;
 pub mod envelope;
 mod error;
 mod listener;

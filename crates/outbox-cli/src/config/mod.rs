@@ -12,7 +12,10 @@ pub use keys::{help_line, markdown_table, Key, KEYS};
 use crate::logging::LogFormat;
 use outbox::Schema;
 use outbox_relay::metrics::TopicLabels;
-use outbox_relay::relay::{BATCH_SIZE_RANGE, CONCURRENCY_RANGE};
+use outbox_relay::relay::{
+    BATCH_SIZE_RANGE, CONCURRENCY_RANGE, MIN_BUCKET_LEASE, MIN_BUCKET_LEASE_WHY, MIN_LEASE,
+    MIN_LEASE_WHY, MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY,
+};
 use outbox_relay::retry::MAX_ATTEMPTS_RANGE;
 use outbox_relay::{RelayConfig, RetryPolicy};
 use std::collections::BTreeMap;
@@ -327,30 +330,18 @@ impl Settings {
             jitter: field!("jitter", parse::fraction, d.retry.jitter),
             lease: field!(
                 "lease",
-                |s| parse::duration_at_least(
-                    s,
-                    outbox_relay::relay::MIN_LEASE,
-                    outbox_relay::relay::MIN_LEASE_WHY
-                ),
+                parse::duration_at_least(MIN_LEASE, MIN_LEASE_WHY),
                 d.lease
             ),
             publish_timeout: field!(
                 "publish_timeout",
-                |s| parse::duration_at_least(
-                    s,
-                    outbox_relay::relay::MIN_PUBLISH_TIMEOUT,
-                    outbox_relay::relay::MIN_PUBLISH_TIMEOUT_WHY
-                ),
+                parse::duration_at_least(MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY),
                 d.publish_timeout
             ),
             ordering: field!("ordering", |s: &str| s.parse(), d.ordering),
             bucket_lease: field!(
                 "bucket_lease",
-                |s| parse::duration_at_least(
-                    s,
-                    outbox_relay::relay::MIN_BUCKET_LEASE,
-                    outbox_relay::relay::MIN_BUCKET_LEASE_WHY
-                ),
+                parse::duration_at_least(MIN_BUCKET_LEASE, MIN_BUCKET_LEASE_WHY),
                 d.bucket_lease
             ),
             relay_id: field!("relay_id", relay_id, None),

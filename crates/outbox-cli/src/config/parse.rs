@@ -81,17 +81,22 @@ pub fn positive_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
-/// A duration of at least `min` (and at most 100 years); `why` says why
-/// shorter is refused.
-pub fn duration_at_least(s: &str, min: Duration, why: &str) -> Result<Duration, String> {
-    let d = positive_duration(s)?;
-    if d < min {
-        return Err(format!(
-            "must be at least {} ({why})",
-            humantime::format_duration(min)
-        ));
+/// The parser of a duration of at least `min` (and at most 100 years);
+/// `why` says why shorter is refused.
+pub fn duration_at_least(
+    min: Duration,
+    why: &'static str,
+) -> impl Fn(&str) -> Result<Duration, String> {
+    move |s| {
+        let d = positive_duration(s)?;
+        if d < min {
+            return Err(format!(
+                "must be at least {} ({why})",
+                humantime::format_duration(min)
+            ));
+        }
+        Ok(d)
     }
-    Ok(d)
 }
 
 /// `off` / `none` for "not set", else `inner`.

@@ -151,14 +151,7 @@ pub struct Relay<P> {
     hooks: tests::Hooks,
 }
 
-impl<P> std::fmt::Debug for Relay<P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Relay")
-            .field("store", &self.store)
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_showing!(Relay<P> { store, config, .. });
 
 impl<P: Publisher> Relay<P> {
     /// A relay; fails if the configuration is invalid.

@@ -40,13 +40,7 @@ pub struct Store {
     statements: Arc<AtomicU64>,
 }
 
-impl std::fmt::Debug for Store {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Store")
-            .field("schema", &self.schema)
-            .finish()
-    }
-}
+crate::debug::debug_showing!(Store { schema });
 
 /// Who holds a claim: the relay id and the claim's `locked_at`. Settling
 /// requires both to match, so a relay whose rows were reaped and re-claimed

@@ -20,49 +20,53 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
+/// The migration in `migrations/<file>_<name>.sql`, whose version is the
+/// number `file` spells: the file name states version and name once, and
+/// [`Migration::label`] gives it back.
+macro_rules! migration {
+    ($file:literal, $name:ident) => {
+        Migration {
+            version: version($file),
+            name: stringify!($name),
+            sql: include_str!(concat!(
+                "migrations/",
+                $file,
+                "_",
+                stringify!($name),
+                ".sql"
+            )),
+        }
+    };
+}
+
 /// Every migration this build ships, in order.
 pub const MIGRATIONS: &[Migration] = &[
-    Migration {
-        version: 1,
-        name: "init",
-        sql: include_str!("migrations/0001_init.sql"),
-    },
-    Migration {
-        version: 2,
-        name: "archive_dead_replays",
-        sql: include_str!("migrations/0002_archive_dead_replays.sql"),
-    },
-    Migration {
-        version: 3,
-        name: "notify",
-        sql: include_str!("migrations/0003_notify.sql"),
-    },
-    Migration {
-        version: 4,
-        name: "sink_headers",
-        sql: include_str!("migrations/0004_sink_headers.sql"),
-    },
-    Migration {
-        version: 5,
-        name: "hot_claims",
-        sql: include_str!("migrations/0005_hot_claims.sql"),
-    },
-    Migration {
-        version: 6,
-        name: "least_privilege_headers",
-        sql: include_str!("migrations/0006_least_privilege_headers.sql"),
-    },
-    Migration {
-        version: 7,
-        name: "aggregate_order",
-        sql: include_str!("migrations/0007_aggregate_order.sql"),
-    },
-    Migration {
-        version: 8,
-        name: "sink_envelope",
-        sql: include_str!("migrations/0008_sink_envelope.sql"),
-    },
+    migration!("0001", init),
+    migration!("0002", archive_dead_replays),
+    migration!("0003", notify),
+    migration!("0004", sink_headers),
+    migration!("0005", hot_claims),
+    migration!("0006", least_privilege_headers),
+    migration!("0007", aggregate_order),
+    migration!("0008", sink_envelope),
 ];
+
+/// The decimal number a migration's file name starts with; evaluated at
+/// compile time, so a file name that is not one fails the build.
+const fn version(file: &str) -> i32 {
+    let digits = file.as_bytes();
+    let mut version = 0;
+    let mut i = 0;
+    while i < digits.len() {
+        assert!(
+            digits[i].is_ascii_digit(),
+            "a migration file name starts with its version"
+        );
+        version = version * 10 + (digits[i] - b'0') as i32;
+        i += 1;
+    }
+    version
+}
 
 impl Migration {
     /// `0003_notify`: how `outbox migrate` names it (its file name).

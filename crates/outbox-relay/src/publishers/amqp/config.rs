@@ -45,20 +45,16 @@ pub struct AmqpConfig {
 }
 
 // The URI holds the password.
-impl std::fmt::Debug for AmqpConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AmqpConfig")
-            .field("uri", &redact_url(&self.uri))
-            .field("exchange", &self.exchange)
-            .field("declare", &self.declare)
-            .field("confirm_timeout", &self.confirm_timeout)
-            .field("source", &self.source)
-            .field("connection_name", &self.connection_name)
-            .field("max_message_size", &self.max_message_size)
-            .field("allow_reserved", &self.allow_reserved)
-            .finish()
-    }
-}
+crate::debug::debug_showing!(AmqpConfig {
+    uri: redact_url,
+    exchange,
+    declare,
+    confirm_timeout,
+    source,
+    connection_name,
+    max_message_size,
+    allow_reserved,
+});
 
 /// The query parameters lapin reads (amq-protocol-uri), passed through.
 const LAPIN_OPTIONS: [&str; 5] = [

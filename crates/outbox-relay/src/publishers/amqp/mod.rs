@@ -11,7 +11,7 @@ mod config;
 pub use config::{AmqpConfig, DEFAULT_EXCHANGE};
 
 use crate::envelope::Envelope;
-use crate::publishers::kit::lazy::Lazy;
+use crate::publishers::kit::lazy::{publish_exclusive, Exclusive, Lazy};
 use crate::publishers::kit::outcome::all_failed;
 use crate::publishers::limits;
 use crate::{Message, Outcome, PublishError, Publisher, Result};
@@ -46,7 +46,7 @@ struct Confirmed {
     ret: Option<Box<BasicReturnMessage>>,
 }
 
-struct Link {
+pub(crate) struct Link {
     // Held so the connection lives as long as its channel.
     _connection: Connection,
     channel: Channel,
@@ -74,6 +74,11 @@ impl AmqpPublisher {
     pub fn config(&self) -> &AmqpConfig {
         &self.cfg
     }
+}
+
+// One batch at a time: its confirms are awaited on the link's channel.
+impl Exclusive for AmqpPublisher {
+    type Conn = Box<Link>;
 
     async fn connect(&self) -> Result<Box<Link>, PublishError> {
         let props = ConnectionProperties::default()
@@ -134,7 +139,7 @@ impl AmqpPublisher {
         }))
     }
 
-    async fn publish_on(&self, link: &Link, batch: &[Message]) -> (Vec<Outcome>, bool) {
+    async fn publish_on(&self, link: &mut Box<Link>, batch: &[Message]) -> (Vec<Outcome>, bool) {
         let channel = &link.channel;
         let mut pending = Vec::with_capacity(batch.len());
         let mut broken: Option<PublishError> = None;
@@ -215,7 +220,9 @@ impl AmqpPublisher {
             }
         }
     }
+}
 
+impl AmqpPublisher {
     /// Each message's outcome from the confirms of its batch. lapin hands a
     /// returned (unroutable) message to whichever confirm resolves next, and
     /// a multiple ack resolves its tags in no set order, so the return that
@@ -352,18 +359,7 @@ impl Publisher for AmqpPublisher {
     const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Sequential;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
-        // Held for the whole batch: its confirms are awaited on this channel.
-        let mut held = self.link.lock().await;
-        let link = match held.open(|l| connected(l), || self.connect()).await {
-            Ok(link) => link,
-            Err(e) => return all_failed(batch.len(), e),
-        };
-        let (outcomes, lost) = self.publish_on(link, batch).await;
-        if lost {
-            // Confirms of a broken channel never come; start afresh.
-            held.reset();
-        }
-        outcomes
+        publish_exclusive(self, &self.link, |l| connected(l), batch).await
     }
 
     async fn check(&self) -> Result<(), PublishError> {

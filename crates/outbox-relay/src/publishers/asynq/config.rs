@@ -7,7 +7,7 @@
 //! Redis, so no topic reaches a reserved key: there is no `allow_reserved`.
 
 use crate::publishers::kit::options::UrlOptions;
-use crate::publishers::redis::{check_db, timeouts, CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
+use crate::publishers::redis::{RedisServer, CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
 use crate::Result;
 use std::time::Duration;
 
@@ -24,8 +24,9 @@ pub enum TaskType {
 /// Options of the asynq publisher.
 #[derive(Clone)]
 pub struct AsynqConfig {
-    /// The Redis URL without options (may hold a password: never printed).
-    pub(crate) server: url::Url,
+    /// The Redis server (its URL with the `redis://` scheme) and how long
+    /// to wait on it.
+    pub server: RedisServer,
     /// The asynq queue (default `default`).
     pub queue: String,
     /// What names the task type.
@@ -34,26 +35,16 @@ pub struct AsynqConfig {
     pub max_retry: i32,
     /// asynq's per-task `Timeout` (default 30 minutes, as asynq's).
     pub task_timeout: Duration,
-    /// Give up opening a connection after this long (default 5s).
-    pub connect_timeout: Duration,
-    /// Give up waiting for a reply after this long (default 30s).
-    pub response_timeout: Duration,
     /// The largest encoded task sent (`max_message_size`, bytes).
     pub max_message_size: usize,
 }
 
-impl std::fmt::Debug for AsynqConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AsynqConfig")
-            .field(
-                "server",
-                &crate::publishers::redact_url(self.server.as_str()),
-            )
-            .field("queue", &self.queue)
-            .field("task_type", &self.task_type)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_showing!(AsynqConfig {
+    server,
+    queue,
+    task_type,
+    ..
+});
 
 impl AsynqConfig {
     /// Parses and validates an `asynq://` URL (a Redis URL with another scheme).
@@ -70,7 +61,10 @@ impl AsynqConfig {
         ]
         .concat();
         let o = UrlOptions::parse("asynq", url, &["asynq"], &known)?;
-        check_db(&o)?;
+        // asynq's server speaks Redis: hand the client a redis:// URL.
+        let server = url::Url::parse(&o.base.as_str().replacen("asynq://", "redis://", 1))
+            .map_err(|e| o.error(e))?;
+        let server = RedisServer::from_options(&o, server)?;
         let queue = o.get("queue").unwrap_or("default").to_owned();
         if queue.is_empty() || queue.contains(['{', '}']) {
             return Err(o.error(format!(
@@ -90,10 +84,6 @@ impl AsynqConfig {
             .parsed::<u16>("max_retry", "a whole number from 0 to 65535")?
             .map_or(25, i32::from);
         let task_timeout = o.duration_or("task_timeout", Duration::from_secs(30 * 60))?;
-        let (connect_timeout, response_timeout) = timeouts(&o)?;
-        // asynq's server speaks Redis: hand the client a redis:// URL.
-        let server = url::Url::parse(&o.base.as_str().replacen("asynq://", "redis://", 1))
-            .map_err(|e| o.error(e))?;
         let max_message_size = o
             .parsed::<usize>("max_message_size", "a number of bytes")?
             .unwrap_or(PROTO_MAX_BULK_LEN);
@@ -104,8 +94,6 @@ impl AsynqConfig {
             task_type,
             max_retry,
             task_timeout,
-            connect_timeout,
-            response_timeout,
         })
     }
 }
@@ -121,7 +109,7 @@ mod tests {
         assert_eq!(c.queue, "default");
         assert_eq!(c.task_type, TaskType::Topic);
         assert_eq!(c.max_retry, 25);
-        assert_eq!(c.server.as_str(), "redis://:pw@127.0.0.1:6379/1");
+        assert_eq!(c.server.url.as_str(), "redis://:pw@127.0.0.1:6379/1");
         assert!(!format!("{c:?}").contains("pw"));
         let c = AsynqConfig::from_url("asynq://h?queue=critical&task_type=event_type").unwrap();
         assert_eq!(

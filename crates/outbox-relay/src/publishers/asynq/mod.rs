@@ -66,12 +66,7 @@ pub struct AsynqPublisher {
 impl AsynqPublisher {
     /// A publisher for `config`; connects on first use.
     pub fn new(config: AsynqConfig) -> Result<Self> {
-        let conn = RedisConn::new(
-            "asynq",
-            &config.server,
-            config.connect_timeout,
-            config.response_timeout,
-        )?;
+        let conn = RedisConn::new("asynq", &config.server)?;
         Ok(Self { config, conn })
     }
 

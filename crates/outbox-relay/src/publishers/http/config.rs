@@ -105,17 +105,14 @@ pub struct HttpConfig {
     pub source: String,
 }
 
-impl std::fmt::Debug for HttpConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpConfig")
-            .field("url", &redact_url(&self.url))
-            .field("secret", &self.secret)
-            .field("timeout", &self.timeout)
-            .field("concurrency", &self.concurrency)
-            .field("source", &self.source)
-            .finish()
-    }
-}
+// The URL may hold a password.
+crate::debug::debug_showing!(HttpConfig {
+    url: redact_url,
+    secret,
+    timeout,
+    concurrency,
+    source,
+});
 
 impl HttpConfig {
     /// `url` with defaults: unsigned, 10 s timeout, 16 requests in flight.

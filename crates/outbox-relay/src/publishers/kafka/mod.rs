@@ -52,13 +52,7 @@ pub struct KafkaPublisher {
     topics: topics::TopicCache,
 }
 
-impl std::fmt::Debug for KafkaPublisher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("KafkaPublisher")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_showing!(KafkaPublisher { config, .. });
 
 impl KafkaPublisher {
     /// A publisher for `config`. librdkafka connects in the background, so

@@ -3,7 +3,8 @@
 //! reports every message retryable until the broker is back. After a
 //! connection error the publisher drops it, and the next call reconnects.
 
-use crate::PublishError;
+use crate::publishers::kit::outcome::all_failed;
+use crate::{Message, Outcome, PublishError};
 use std::future::Future;
 use tokio::sync::{Mutex, MutexGuard};
 
@@ -82,6 +83,43 @@ impl<T> Held<'_, T> {
     pub(crate) fn reset(&mut self) {
         *self.0 = None;
     }
+}
+
+/// A publisher whose batch needs its connection to itself (AMQP confirms
+/// awaited on one channel, MQTT acks mapped by packet id in send order).
+pub(crate) trait Exclusive: Sync {
+    /// Its connection.
+    type Conn: Send;
+
+    /// Opens a connection.
+    async fn connect(&self) -> Result<Self::Conn, PublishError>;
+
+    /// Publishes `batch` on `conn`: the outcomes, and whether `conn` was
+    /// lost on the way.
+    async fn publish_on(&self, conn: &mut Self::Conn, batch: &[Message]) -> (Vec<Outcome>, bool);
+}
+
+/// Publishes `batch` on `p`'s connection kept in `slot`, held for the
+/// whole batch and opened first if there is none or `usable` says it was
+/// lost (every message fails with the reason if it cannot be). A batch
+/// that lost it drops it: what was in flight on it never gets its
+/// confirmation, so the next batch starts afresh.
+pub(crate) async fn publish_exclusive<P: Exclusive>(
+    p: &P,
+    slot: &Lazy<P::Conn>,
+    usable: impl FnOnce(&mut P::Conn) -> bool,
+    batch: &[Message],
+) -> Vec<Outcome> {
+    let mut held = slot.lock().await;
+    let conn = match held.open(usable, || p.connect()).await {
+        Ok(conn) => conn,
+        Err(e) => return all_failed(batch.len(), e),
+    };
+    let (outcomes, lost) = p.publish_on(conn, batch).await;
+    if lost {
+        held.reset();
+    }
+    outcomes
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ mod config;
 pub use config::{MqttConfig, TopicMap};
 
 use crate::envelope::Envelope;
-use crate::publishers::kit::lazy::Lazy;
-use crate::publishers::kit::outcome::{all_failed, Settling};
+use crate::publishers::kit::lazy::{publish_exclusive, Exclusive, Lazy};
+use crate::publishers::kit::outcome::Settling;
 use crate::publishers::limits;
 use crate::{Message, Outcome, PublishError, Publisher, Result};
 use rumqttc::{AsyncClient, Event, EventLoop, MqttOptions, Outgoing, Packet, QoS};
@@ -42,7 +42,7 @@ enum Ev {
     Acked(u16),
 }
 
-struct Session {
+pub(crate) struct Session {
     client: AsyncClient,
     events: mpsc::UnboundedReceiver<Result<Ev, String>>,
     task: JoinHandle<()>,
@@ -72,6 +72,11 @@ impl MqttPublisher {
     pub fn config(&self) -> &MqttConfig {
         &self.cfg
     }
+}
+
+// One batch at a time: acks map to messages by packet id in send order.
+impl Exclusive for MqttPublisher {
+    type Conn = Session;
 
     async fn connect(&self) -> Result<Session, PublishError> {
         let c = &self.cfg;
@@ -255,18 +260,7 @@ impl Publisher for MqttPublisher {
     const BATCH_ORDER: crate::BatchOrder = crate::BatchOrder::Concurrent;
 
     async fn publish(&self, batch: &[Message]) -> Vec<Outcome> {
-        // Held for the whole batch: acks map to messages by packet id in
-        // send order, so one batch at a time.
-        let mut held = self.session.lock().await;
-        let session = match held.open(idle_session_intact, || self.connect()).await {
-            Ok(s) => s,
-            Err(e) => return all_failed(batch.len(), e),
-        };
-        let (outcomes, lost) = self.publish_on(session, batch).await;
-        if lost {
-            held.reset();
-        }
-        outcomes
+        publish_exclusive(self, &self.session, idle_session_intact, batch).await
     }
 
     async fn check(&self) -> Result<(), PublishError> {

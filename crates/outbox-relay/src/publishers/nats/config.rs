@@ -30,15 +30,12 @@ pub struct NatsConfig {
     pub allow_reserved: bool,
 }
 
-impl std::fmt::Debug for NatsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NatsConfig")
-            .field("servers", &crate::publishers::redact_url(&self.servers))
-            .field("subject_prefix", &self.subject_prefix)
-            .field("create_stream", &self.create_stream)
-            .finish_non_exhaustive()
-    }
-}
+crate::debug::debug_showing!(NatsConfig {
+    servers: crate::publishers::redact_url,
+    subject_prefix,
+    create_stream,
+    ..
+});
 
 impl NatsConfig {
     /// Parses and validates a `nats://` URL.

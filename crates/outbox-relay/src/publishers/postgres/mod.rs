@@ -35,13 +35,7 @@ pub struct PostgresPublisher {
     publisher: String,
 }
 
-impl std::fmt::Debug for PostgresPublisher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresPublisher")
-            .field("publisher", &self.publisher)
-            .finish()
-    }
-}
+crate::debug::debug_showing!(PostgresPublisher { publisher });
 
 impl PostgresPublisher {
     /// Writes into `published_events` of `schema`, through `pool`;

@@ -15,8 +15,8 @@ use std::time::Duration;
 /// Options of the Redis Streams publisher.
 #[derive(Clone)]
 pub struct RedisConfig {
-    /// The server URL without options (may hold a password: never printed).
-    pub(crate) server: url::Url,
+    /// The server and how long to wait on it.
+    pub server: RedisServer,
     /// Prepended to the topic to name the stream (default: none).
     pub stream_prefix: String,
     /// Trim each stream to about this many entries (`MAXLEN ~ N`).
@@ -25,24 +25,48 @@ pub struct RedisConfig {
     pub max_message_size: usize,
     /// Let streams start with `asynq:` (`allow_reserved`, default false).
     pub allow_reserved: bool,
+}
+
+/// The part of a `redis://` or `asynq://` URL that says which server and
+/// how long to wait on it: read by one parser for both publishers, whose
+/// URLs take the same connection options.
+#[derive(Clone)]
+pub struct RedisServer {
+    /// The server URL without options (may hold a password: never printed).
+    pub(crate) url: url::Url,
     /// Give up opening a connection after this long (`connect_timeout`, default 5s).
     pub connect_timeout: Duration,
     /// Give up waiting for a reply after this long (`timeout`, default 30s).
     pub response_timeout: Duration,
 }
 
-impl std::fmt::Debug for RedisConfig {
+// Shown as the redacted URL alone, as the configs showed their server
+// before they shared this type.
+impl std::fmt::Debug for RedisServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisConfig")
-            .field(
-                "server",
-                &crate::publishers::redact_url(self.server.as_str()),
-            )
-            .field("stream_prefix", &self.stream_prefix)
-            .field("maxlen", &self.maxlen)
-            .finish_non_exhaustive()
+        std::fmt::Debug::fmt(&crate::publishers::redact_url(self.url.as_str()), f)
     }
 }
+
+impl RedisServer {
+    /// The server of options `o`, at `url` (their base, or that base
+    /// rewritten to the `redis://` scheme), with its connection options.
+    pub(crate) fn from_options(o: &UrlOptions, url: url::Url) -> Result<Self> {
+        check_db(o)?;
+        Ok(Self {
+            url,
+            connect_timeout: o.duration_or("connect_timeout", Duration::from_secs(5))?,
+            response_timeout: o.duration_or("timeout", Duration::from_secs(30))?,
+        })
+    }
+}
+
+crate::debug::debug_showing!(RedisConfig {
+    server,
+    stream_prefix,
+    maxlen,
+    ..
+});
 
 /// Redis's default `proto-max-bulk-len`: the largest argument it reads.
 pub const PROTO_MAX_BULK_LEN: usize = 512 * 1024 * 1024;
@@ -67,14 +91,13 @@ impl RedisConfig {
         ]
         .concat();
         let o = UrlOptions::parse("redis", url, &["redis"], &known)?;
-        check_db(&o)?;
+        let server = RedisServer::from_options(&o, o.base.clone())?;
         let maxlen = o.parsed::<u64>("maxlen", "a positive whole number of entries")?;
         if maxlen == Some(0) {
             return Err(
                 o.error("option maxlen=0 would empty every stream; omit it to keep all entries")
             );
         }
-        let (connect_timeout, response_timeout) = timeouts(&o)?;
         let max_message_size = o
             .parsed::<usize>("max_message_size", "a number of bytes")?
             .unwrap_or(PROTO_MAX_BULK_LEN);
@@ -84,9 +107,7 @@ impl RedisConfig {
             allow_reserved,
             stream_prefix: o.get("stream_prefix").unwrap_or_default().to_owned(),
             maxlen,
-            connect_timeout,
-            response_timeout,
-            server: o.base,
+            server,
         })
     }
 
@@ -97,7 +118,7 @@ impl RedisConfig {
 }
 
 /// The database number, if any, must be a number.
-pub(crate) fn check_db(o: &UrlOptions) -> Result<()> {
+fn check_db(o: &UrlOptions) -> Result<()> {
     let path = o.base.path().trim_start_matches('/');
     if !path.is_empty() && path.parse::<u32>().is_err() {
         return Err(o.error(format!(
@@ -105,13 +126,6 @@ pub(crate) fn check_db(o: &UrlOptions) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-pub(crate) fn timeouts(o: &UrlOptions) -> Result<(Duration, Duration)> {
-    Ok((
-        o.duration_or("connect_timeout", Duration::from_secs(5))?,
-        o.duration_or("timeout", Duration::from_secs(30))?,
-    ))
 }
 
 #[cfg(test)]

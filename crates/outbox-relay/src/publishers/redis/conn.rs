@@ -1,11 +1,11 @@
 //! One lazily opened ([`Lazy`]), multiplexed Redis connection and the
 //! error classes, shared by the `redis` and `asynq` publishers.
 
+use super::RedisServer;
 use crate::publishers::kit::lazy::Lazy;
 use crate::{Error, PublishError, Result};
 use redis::aio::MultiplexedConnection;
 use redis::{AsyncConnectionConfig, ErrorKind, RedisError, ServerErrorKind, Value};
-use std::time::Duration;
 
 /// A Redis server, connected on demand.
 pub(crate) struct RedisConn {
@@ -16,23 +16,13 @@ pub(crate) struct RedisConn {
     conn: Lazy<MultiplexedConnection>,
 }
 
-impl std::fmt::Debug for RedisConn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisConn")
-            .field("addr", &self.addr)
-            .finish()
-    }
-}
+crate::debug::debug_showing!(RedisConn { addr });
 
 impl RedisConn {
-    /// The connection of the `publisher` publisher to `url`; nothing
+    /// The connection of the `publisher` publisher to `server`; nothing
     /// connects yet.
-    pub(crate) fn new(
-        publisher: &str,
-        url: &url::Url,
-        connect_timeout: Duration,
-        response_timeout: Duration,
-    ) -> Result<Self> {
+    pub(crate) fn new(publisher: &str, server: &RedisServer) -> Result<Self> {
+        let url = &server.url;
         let client = redis::Client::open(url.as_str())
             .map_err(|e| Error::Publisher(format!("{publisher} publisher: {e}")))?;
         let addr = format!(
@@ -44,8 +34,8 @@ impl RedisConn {
             client,
             addr,
             config: AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(connect_timeout))
-                .set_response_timeout(Some(response_timeout)),
+                .set_connection_timeout(Some(server.connect_timeout))
+                .set_response_timeout(Some(server.response_timeout)),
             conn: Lazy::default(),
         })
     }

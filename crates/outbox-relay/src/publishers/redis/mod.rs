@@ -9,8 +9,8 @@
 mod config;
 pub(crate) mod conn;
 
-pub use config::RedisConfig;
-pub(crate) use config::{check_db, timeouts, CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
+pub use config::{RedisConfig, RedisServer};
+pub(crate) use config::{CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
 
 use crate::envelope::field;
 use crate::publishers::kit::outcome::Settling;
@@ -29,12 +29,7 @@ pub struct RedisPublisher {
 impl RedisPublisher {
     /// A publisher for `config`; connects on first use.
     pub fn new(config: RedisConfig) -> Result<Self> {
-        let conn = RedisConn::new(
-            "redis",
-            &config.server,
-            config.connect_timeout,
-            config.response_timeout,
-        )?;
+        let conn = RedisConn::new("redis", &config.server)?;
         Ok(Self { config, conn })
     }
 
