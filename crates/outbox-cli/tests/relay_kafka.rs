@@ -278,3 +278,80 @@ async fn an_8_s_broker_crash_loses_nothing_and_dead_letters_nothing() {
     );
     eprintln!("{} records for {N} messages", records.len());
 }
+
+/// `scripts/bench-publishers.sh kafka` reads the relay's Kafka figure
+/// against the broker alone: scripts/kafka_produce.py producing the same
+/// records with no database. Its records carry the relay's header names
+/// (the broker's cost grows with each header), a key and a JSON body, so
+/// the two figures compare like with like.
+#[tokio::test]
+async fn the_broker_alone_reference_produces_records_shaped_as_the_relays() {
+    let broker = Tansu::start();
+    let db = TestSchema::new("relay_kafka_ref").await;
+    let (ours, reference) = (format!("ours_{}", db.name()), format!("ref_{}", db.name()));
+    broker.create_topic(&ours, 1);
+    broker.create_topic(&reference, 1);
+    enqueue(&db, &ours, 1, 3, 3).await;
+    let mut relay = start_relay(&db, &broker);
+    wait_count(&db, &mut relay, SENT, 3, Duration::from_secs(60)).await;
+    stop_relay(relay);
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/kafka_produce.py");
+    let out = Command::new(python())
+        .arg(&script)
+        .arg(broker.bootstrap())
+        .args([reference.as_str(), "3"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rate: f64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    assert!(rate > 0.0);
+
+    let names = |records: &[serde_json::Value]| -> BTreeSet<String> {
+        assert_eq!(records.len(), 3);
+        for r in records {
+            assert!(r["key"].is_string() && r["value"].is_object(), "{r}");
+        }
+        records[0]["headers"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
+    };
+    let relay_headers = names(&read_back(&broker, &ours, 1));
+    assert_eq!(relay_headers.len(), 20, "{relay_headers:?}");
+    assert_eq!(names(&read_back(&broker, &reference, 1)), relay_headers);
+}
+
+/// The figure's command runs as written, small: the relay's line and the
+/// broker-alone line, each a rate (its own Tansu on port 19092).
+#[test]
+fn the_publishers_benchmark_runs_on_kafka_beside_the_broker_alone() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new(root.join("scripts/bench-publishers.sh"))
+        .arg("kafka")
+        .env("N", "300")
+        .env("RUNS", "1")
+        .env("OUTBOX_BIN", env!("CARGO_BIN_EXE_outbox"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for label in ["kafka", "kafka broker alone"] {
+        let rate: f64 = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{label}: ")))
+            .and_then(|r| r.split(' ').next())
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("no {label} line: {stdout}"));
+        assert!(rate > 0.0, "{stdout}");
+    }
+}
