@@ -127,27 +127,11 @@ fn bad_numbers_are_refused_before_anything_runs() {
 /// publisher it does not know before running anything.
 #[test]
 fn the_publishers_benchmark_script_runs_and_refuses_an_unknown_publisher() {
+    let stdout = common::bench_publishers("postgres", 200);
+    let rate = common::bench_rate(&stdout, "postgres");
+    assert!(rate > 0.0, "{stdout}");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let script = root.join("scripts/bench-publishers.sh");
-    let out = std::process::Command::new(&script)
-        .arg("postgres")
-        .env("N", "200")
-        .env("RUNS", "1")
-        .env("OUTBOX_BIN", env!("CARGO_BIN_EXE_outbox"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rate: f64 = stdout
-        .strip_prefix("postgres: ")
-        .and_then(|r| r.split(' ').next())
-        .and_then(|r| r.parse().ok())
-        .unwrap_or_else(|| panic!("no rate line: {stdout}"));
-    assert!(rate > 0.0, "{stdout}");
     let bad = std::process::Command::new(&script)
         .arg("kafkaa")
         .output()

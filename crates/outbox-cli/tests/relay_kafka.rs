@@ -331,27 +331,8 @@ async fn the_broker_alone_reference_produces_records_shaped_as_the_relays() {
 /// broker-alone line, each a rate (its own Tansu on port 19092).
 #[test]
 fn the_publishers_benchmark_runs_on_kafka_beside_the_broker_alone() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new(root.join("scripts/bench-publishers.sh"))
-        .arg("kafka")
-        .env("N", "300")
-        .env("RUNS", "1")
-        .env("OUTBOX_BIN", env!("CARGO_BIN_EXE_outbox"))
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = common::bench_publishers("kafka", 300);
     for label in ["kafka", "kafka broker alone"] {
-        let rate: f64 = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{label}: ")))
-            .and_then(|r| r.split(' ').next())
-            .and_then(|r| r.parse().ok())
-            .unwrap_or_else(|| panic!("no {label} line: {stdout}"));
-        assert!(rate > 0.0, "{stdout}");
+        assert!(common::bench_rate(&stdout, label) > 0.0, "{stdout}");
     }
 }

@@ -110,3 +110,34 @@ pub fn python() -> std::path::PathBuf {
     );
     path
 }
+
+/// Runs scripts/bench-publishers.sh small (N rows, one run) on `publisher`
+/// with this build's binary, as the README's publisher figures are made;
+/// returns its stdout, failing the test if the script fails.
+pub fn bench_publishers(publisher: &str, n: u32) -> String {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = std::process::Command::new(root.join("scripts/bench-publishers.sh"))
+        .arg(publisher)
+        .env("N", n.to_string())
+        .env("RUNS", "1")
+        .env("OUTBOX_BIN", binary())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+/// The rate of the script's `LABEL: N msg/s …` line.
+pub fn bench_rate(stdout: &str, label: &str) -> f64 {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{label}: ")))
+        .and_then(|r| r.split(' ').next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no {label} line: {stdout}"))
+}
