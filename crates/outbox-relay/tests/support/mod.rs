@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod scripted;
+
 use chrono::{SubsecRound, Utc};
 use outbox_relay::{Message, Outcome};
 use serde_json::json;
