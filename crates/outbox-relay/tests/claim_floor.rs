@@ -84,6 +84,66 @@ async fn a_row_committed_after_later_ids_were_claimed_is_still_claimed() {
     );
 }
 
+/// A late commit in a span that a pass went past: every row the claim read
+/// there was held back (behind a failed head), so it took nothing and the
+/// next claims read on past the span. The late row is claimed once the
+/// pass ends and a claim reads from the floor again, not at the next sweep
+/// (one per hour here): claims of the pass, which read above it, must not
+/// move the floor past it.
+#[tokio::test]
+async fn a_row_committed_late_in_a_span_held_back_is_claimed_when_the_pass_ends() {
+    let t = TestSchema::new("floor_late_in_pass").await;
+    let r = relay(&t, Duration::from_secs(3600));
+    // Aggregate `held`: its head failed and is due in an hour.
+    t.exec(
+        "INSERT INTO {schema}.messages \
+           (event_type, aggregate_type, aggregate_id, topic, payload, status, attempts, next_run_at) \
+         VALUES ('e', 'a', 'held', 'held', '{}', 'failed', 1, now() + interval '1 hour')",
+    )
+    .await;
+    let mut late = t.pool.get().await.unwrap();
+    let tx = late.transaction().await.unwrap();
+    let late_id: i64 = tx
+        .query_one(
+            &format!(
+                "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+                 VALUES ('e', 'a', 'late', 'late', '{{}}') RETURNING id",
+                t.schema.quoted()
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    // Behind the head, 100 rows of its aggregate: spans of 40 live rows
+    // (batch 10 × 4) that the claims read and take nothing of.
+    t.exec(
+        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+         SELECT 'e', 'a', 'held', 'held', '{}' FROM generate_series(1, 100)",
+    )
+    .await;
+    assert_eq!(r.run_once().await.unwrap().marked_sent, 0, "all held back");
+    tx.commit().await.unwrap();
+    let mut sent = 0;
+    for _ in 0..20 {
+        sent += r.run_once().await.unwrap().marked_sent;
+        if sent > 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        sent, 1,
+        "the late row, once the pass has read on to the end"
+    );
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages_sent WHERE id = {late_id}"
+        ))
+        .await,
+        1
+    );
+}
+
 /// A row that goes back to pending below the floor without this relay
 /// knowing (another relay's release, an operator's replay) is found by the
 /// next sweep from id 0.
