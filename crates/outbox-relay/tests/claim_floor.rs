@@ -43,6 +43,15 @@ async fn commit_rows(t: &TestSchema, topic: &str, n: usize) {
     .await;
 }
 
+/// The row a test's transaction inserts and holds open: `RETURNING id`.
+fn insert_late(t: &TestSchema) -> String {
+    format!(
+        "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+         VALUES ('e', 'a', 'late', 'late', '{{}}') RETURNING id",
+        t.schema.quoted()
+    )
+}
+
 /// The case the floor exists to get right: a transaction takes its id,
 /// later ids commit and are claimed, and only then does it commit. No
 /// sweep can help here (one per hour): the floor itself must have waited.
@@ -52,18 +61,7 @@ async fn a_row_committed_after_later_ids_were_claimed_is_still_claimed() {
     let r = relay(&t, Duration::from_secs(3600));
     let mut late = t.pool.get().await.unwrap();
     let tx = late.transaction().await.unwrap();
-    let late_id: i64 = tx
-        .query_one(
-            &format!(
-                "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
-                 VALUES ('e', 'a', 'late', 'late', '{{}}') RETURNING id",
-                t.schema.quoted()
-            ),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let late_id: i64 = tx.query_one(&insert_late(&t), &[]).await.unwrap().get(0);
     // Batches above it, each claimed while it is still open: every claim
     // gives the floor a chance to move, and it must not pass `late_id`.
     for round in 0..4 {
@@ -103,18 +101,7 @@ async fn a_row_committed_late_in_a_span_held_back_is_claimed_when_the_pass_ends(
     .await;
     let mut late = t.pool.get().await.unwrap();
     let tx = late.transaction().await.unwrap();
-    let late_id: i64 = tx
-        .query_one(
-            &format!(
-                "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
-                 VALUES ('e', 'a', 'late', 'late', '{{}}') RETURNING id",
-                t.schema.quoted()
-            ),
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let late_id: i64 = tx.query_one(&insert_late(&t), &[]).await.unwrap().get(0);
     // Behind the head, 100 rows of its aggregate: spans of 40 live rows
     // (batch 10 × 4) that the claims read and take nothing of.
     t.exec(
