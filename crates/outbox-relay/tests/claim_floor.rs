@@ -131,6 +131,62 @@ async fn a_row_committed_late_in_a_span_held_back_is_claimed_when_the_pass_ends(
     );
 }
 
+/// As above, in a steady stream: every claim of the pass takes new rows,
+/// so no claim ever reads nothing more and the pass never ends that way.
+/// It ends once the transactions that were running when it began have
+/// ended, and the next claim reads from the floor: the late row goes out
+/// while the stream still flows, not at the next sweep (once an hour here;
+/// 5 s by default, the latency tail measured before).
+#[tokio::test]
+async fn a_row_committed_late_in_a_span_held_back_is_claimed_while_a_stream_flows() {
+    let t = TestSchema::new("floor_late_in_stream").await;
+    let r = relay(&t, Duration::from_secs(3600));
+    t.exec(
+        "INSERT INTO {schema}.messages \
+           (event_type, aggregate_type, aggregate_id, topic, payload, status, attempts, next_run_at) \
+         VALUES ('e', 'a', 'held', 'held', '{}', 'failed', 1, now() + interval '1 hour')",
+    )
+    .await;
+    let mut late = t.pool.get().await.unwrap();
+    let tx = late.transaction().await.unwrap();
+    let late_id: i64 = tx.query_one(&insert_late(&t), &[]).await.unwrap().get(0);
+    t.exec(
+        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+         SELECT 'e', 'a', 'held', 'held', '{}' FROM generate_series(1, 100)",
+    )
+    .await;
+    assert_eq!(r.run_once().await.unwrap().marked_sent, 0, "all held back");
+    // The pass reads on past the held rows while the late row is open...
+    for _ in 0..2 {
+        commit_rows(&t, "stream", 5).await;
+        r.run_once().await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    // ...and every claim after its commit takes rows of the stream.
+    let mut late_sent = None;
+    for round in 2..30 {
+        commit_rows(&t, "stream", 5).await;
+        let stats = r.run_once().await.unwrap();
+        assert!(
+            stats.claimed > 0,
+            "round {round}: the stream keeps every claim busy"
+        );
+        let sent = t
+            .count(&format!(
+                "SELECT count(*) FROM {{schema}}.messages_sent WHERE id = {late_id}"
+            ))
+            .await;
+        if sent == 1 {
+            late_sent = Some(round);
+            break;
+        }
+    }
+    assert!(
+        late_sent.is_some(),
+        "the late row was not claimed in 28 claims of a steady stream"
+    );
+}
+
 /// A row that goes back to pending below the floor without this relay
 /// knowing (another relay's release, an operator's replay) is found by the
 /// next sweep from id 0.

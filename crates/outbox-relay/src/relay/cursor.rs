@@ -68,12 +68,29 @@ pub struct ClaimCursor {
     /// When rows last went back below the floor: a claim that started
     /// before then may have seen them claimed, and vouches for nothing.
     rewound_at: Option<DateTime<Utc>>,
-    /// Where the current pass goes on, when a claim read a bounded span
-    /// and took nothing of it (see `Claimed::scanned_upto`): the next
-    /// claims read past it, without waiting for the floor (which waits for
-    /// the transactions that were running), until a claim reads nothing
-    /// more, rows go back below it, or a sweep starts.
-    resume: Option<i64>,
+    /// The current pass, when a claim read a bounded span and took nothing
+    /// of it (see `Claimed::scanned_upto`): the next claims read past it,
+    /// without waiting for the floor (which waits for the transactions that
+    /// were running), until a claim reads nothing more, rows go back below
+    /// it, a sweep starts, or the transactions that were running when it
+    /// began have ended.
+    pass: Option<Pass>,
+}
+
+/// A pass reading past spans it took nothing of.
+#[derive(Debug, Clone, Copy)]
+struct Pass {
+    /// Where the next claim reads from.
+    resume: i64,
+    /// When the claim that began it returned.
+    began: DateTime<Utc>,
+    /// The xmax of the first claim snapshot taken after that: a row
+    /// committed late in a span the pass went past belongs to a transaction
+    /// below it. Once a snapshot's xmin reaches it, every such row is
+    /// visible, and the pass gives way to a claim from the floor; else such
+    /// a row waited as long as the pass went on (in a steady stream, until
+    /// the next sweep: the latency tail measured at 0.8 to 1.6 s).
+    xmax: Option<i64>,
 }
 
 impl ClaimCursor {
@@ -86,7 +103,7 @@ impl ClaimCursor {
             last_sweep: None,
             sweep_interval,
             rewound_at: None,
-            resume: None,
+            pass: None,
         }
     }
 
@@ -97,7 +114,7 @@ impl ClaimCursor {
             chrono::Duration::from_std(self.sweep_interval).unwrap_or(chrono::Duration::MAX);
         if self.last_sweep.map_or(true, |at| now - at >= interval) {
             self.last_sweep = Some(now);
-            self.resume = None;
+            self.pass = None;
             return FROM_ALL;
         }
         let due: Vec<i64> = self
@@ -110,14 +127,16 @@ impl ClaimCursor {
         if let Some(&id) = due.iter().min() {
             self.rewind(id, now);
         }
-        self.resume.unwrap_or(self.floor)
+        self.pass.map_or(self.floor, |p| p.resume)
     }
 
     /// A claim that started at `started` read from `from` under `snapshot`
     /// and took ids `found` (lowest, highest), if any, dealing with every
     /// row up to `read_upto` (at least the highest taken: a filtered claim
     /// may have read further, see `Claimed::scanned_upto`); it returned at
-    /// `now`.
+    /// `now`. True when the pass it belonged to ended on it: the next
+    /// claim should read from the floor at once, even if this one found
+    /// nothing to do.
     pub fn claimed(
         &mut self,
         from: i64,
@@ -126,22 +145,44 @@ impl ClaimCursor {
         snapshot: ClaimSnapshot,
         started: DateTime<Utc>,
         now: DateTime<Utc>,
-    ) {
+    ) -> bool {
         // Rows below the floor (a sweep found them): more may follow.
         if let Some((min, _)) = found.filter(|(min, _)| *min < self.floor) {
             self.rewind(min, now);
         }
         let max = found.map_or(read_upto, |(_, max)| max.max(read_upto));
+        let mut ended = false;
+        if let Some(p) = &mut self.pass {
+            match p.xmax {
+                None if p.began <= started => p.xmax = Some(snapshot.xmax),
+                Some(x) if snapshot.xmin >= x => ended = true,
+                _ => {}
+            }
+        }
+        if ended {
+            self.pass = None;
+        }
         // Took nothing of a bounded span: the pass goes on past it (a claim
         // that took rows stays where the pass is). Else a long backlog held
         // back would be read span after span from the floor again, and a
         // transaction left open (which holds the floor) would stop the
         // relay at the first span.
         // Not if rows went back below it while the claim ran (a gate that
-        // opened, a release): they may lie in the span it read.
+        // opened, a release): they may lie in the span it read. Nor if the
+        // pass has just ended: the next claim reads from the floor.
         let clean = self.rewound_at.map_or(true, |at| started >= at);
-        if found.is_none() && clean {
-            self.resume = Some(max.saturating_add(1));
+        if found.is_none() && clean && !ended {
+            let resume = max.saturating_add(1);
+            match &mut self.pass {
+                Some(p) => p.resume = resume,
+                None => {
+                    self.pass = Some(Pass {
+                        resume,
+                        began: now,
+                        xmax: None,
+                    })
+                }
+            }
         }
         for c in &mut self.waiting {
             if c.xmax.is_none() && c.returned <= started {
@@ -160,6 +201,7 @@ impl ClaimCursor {
             });
         }
         self.advance(snapshot.xmin, from, max);
+        ended
     }
 
     /// The next claim sweeps from the first id (buckets were taken over:
@@ -170,7 +212,7 @@ impl ClaimCursor {
 
     /// A claim read nothing more: the next pass starts from the floor.
     pub fn pass_ended(&mut self) {
-        self.resume = None;
+        self.pass = None;
     }
 
     /// This relay failed `id`; it is due again at `at`.
@@ -187,7 +229,7 @@ impl ClaimCursor {
     /// remembered over it no longer vouch for it (they saw it claimed).
     fn rewind(&mut self, id: i64, now: DateTime<Utc>) {
         self.floor = self.floor.min(id);
-        self.resume = None;
+        self.pass = None;
         self.waiting.retain(|c| c.upto <= id);
         self.rewound_at = Some(now);
     }
@@ -321,6 +363,48 @@ mod tests {
         assert_eq!(c.floor(), 2_001, "past what that claim read, no further");
         c.claimed(2_001, None, 2_200, snap(15, 15), t(1), t(1));
         assert_eq!(c.floor(), 2_201);
+    }
+
+    /// In a steady stream the pass may never read nothing more: a row
+    /// committed late in a span it went past waited for the next sweep.
+    /// The pass ends once every transaction that was running when it began
+    /// has ended, and says so: the next claim reads from the floor at once.
+    #[test]
+    fn a_pass_ends_once_the_transactions_running_when_it_began_have_ended() {
+        let mut c = swept(60);
+        claim(&mut c, FROM_ALL, (1, 100), snap(10, 10));
+        // Transaction 11 holds id 150 and has not committed; the rows up
+        // to 300 are in flight.
+        assert!(!c.claimed(FROM_ALL, None, 300, snap(10, 12), t(0), t(0)));
+        assert_eq!(c.next_from(t(0)), 301, "the pass goes on");
+        // The first snapshot after: what it began under is below 15.
+        assert!(!c.claimed(301, Some((301, 310)), 310, snap(11, 15), t(0), t(0)));
+        // Rows keep coming; transaction 11 is still open.
+        assert!(!c.claimed(301, Some((311, 320)), 320, snap(11, 16), t(0), t(0)));
+        assert!(!c.claimed(301, None, 330, snap(11, 17), t(0), t(0)));
+        assert_eq!(c.next_from(t(0)), 331, "still the pass");
+        // Everything below 15 has ended: the pass gives way.
+        assert!(c.claimed(331, Some((331, 340)), 340, snap(15, 18), t(0), t(0)));
+        let from = c.next_from(t(0));
+        assert!(from <= 150, "the next claim reads from {from}");
+        // A claim from the floor takes row 150 and the floor moves on.
+        assert!(!c.claimed(from, Some((150, 150)), 340, snap(18, 19), t(0), t(0)));
+        assert_eq!(c.next_from(t(0)), c.floor());
+    }
+
+    /// A transaction left open does not end the pass: it goes on reading
+    /// past spans held back, as before.
+    #[test]
+    fn a_pass_goes_on_while_a_transaction_that_was_running_stays_open() {
+        let mut c = swept(60);
+        claim(&mut c, FROM_ALL, (1, 100), snap(10, 10));
+        c.claimed(FROM_ALL, None, 1_000, snap(10, 20), t(0), t(0));
+        for (i, from) in (1_001..10_000).step_by(1_000).enumerate() {
+            let i = i as i64;
+            let ended = c.claimed(from, None, from + 999, snap(10, 21 + i), t(0), t(0));
+            assert!(!ended, "transaction 10 is open");
+            assert_eq!(c.next_from(t(0)), from + 1_000);
+        }
     }
 
     /// A sweep whose claim read a bounded span (every row of it held back)

@@ -65,9 +65,11 @@ pub struct PassStats {
     /// With ordering on, rows the claim brought that another chain of their
     /// aggregate had to go before (released, counted in `released`).
     pub held_back: usize,
-    /// The claim took nothing, but read a span of rows held back (an
-    /// aggregate in flight or waiting) that the next claim reads past: more
-    /// may be claimable beyond it.
+    /// The next claim should follow at once: this one took nothing but
+    /// read a span of rows held back (an aggregate in flight or waiting)
+    /// that the next claim reads past, so more may be claimable beyond it;
+    /// or the pass it belonged to ended on it, so rows committed late in
+    /// spans the pass went past may wait at the floor.
     pub read_on: bool,
 }
 
@@ -247,7 +249,7 @@ impl<P: Publisher> Relay<P> {
         };
         // With ordering on, claims are admitted against the gates, the
         // buckets up to date (see `claim_in_order`).
-        let (claimed, held_back) = match self.config.ordering {
+        let (claimed, held_back, from_floor) = match self.config.ordering {
             Ordering::None => {
                 let started = self.clock.now();
                 let from_id = self.cursor().next_from(started);
@@ -255,15 +257,15 @@ impl<P: Publisher> Relay<P> {
                     .store
                     .claim_messages(ClaimParams { from_id, ..params })
                     .await?;
-                self.note_claim(from_id, &claimed, started);
-                (claimed, Vec::new())
+                let from_floor = self.note_claim(from_id, &claimed, started);
+                (claimed, Vec::new(), from_floor)
             }
             Ordering::Aggregate => self.claim_in_order(&self.order, params).await?,
         };
         let Some(mut lease) = claimed.lease else {
             return Ok(PublishedBatch {
                 outcomes: Some(Vec::new()),
-                read_on: claimed.scanned_upto.is_some(),
+                read_on: claimed.scanned_upto.is_some() || from_floor,
                 ..PublishedBatch::default()
             });
         };
@@ -310,28 +312,32 @@ impl<P: Publisher> Relay<P> {
             not_dead_lettered,
             held_back,
             keys: claimed.keys,
-            read_on: false,
+            read_on: from_floor,
             early,
         })
     }
 
     /// Moves the cursor past a claim that read from `from_id`, started at
-    /// `started`.
+    /// `started`. True when the next claim should follow at once, from the
+    /// floor (see [`ClaimCursor::claimed`]).
     fn note_claim(
         &self,
         from_id: i64,
         claimed: &crate::store::Claimed,
         started: chrono::DateTime<chrono::Utc>,
-    ) {
+    ) -> bool {
         let found = claimed.id_range();
         let read_upto = found.map(|(_, max)| max).max(claimed.scanned_upto);
         match (read_upto, claimed.snapshot) {
             (Some(read_upto), Some(snapshot)) => {
                 let now = self.clock.now();
                 self.cursor()
-                    .claimed(from_id, found, read_upto, snapshot, started, now);
+                    .claimed(from_id, found, read_upto, snapshot, started, now)
             }
-            _ => self.cursor().pass_ended(),
+            _ => {
+                self.cursor().pass_ended();
+                false
+            }
         }
     }
 

@@ -51,8 +51,9 @@ impl OrderCtl {
 
 impl<P: Publisher> Relay<P> {
     /// Claims under the claim turn, then admits the rows against the gates:
-    /// returns the claim and the ids that must not be published now
-    /// (`params.from_id` is ignored).
+    /// returns the claim, the ids that must not be published now
+    /// (`params.from_id` is ignored), and whether the next claim should
+    /// follow at once from the floor (see `note_claim`).
     ///
     /// The cursor is read and moved only under the turn, after the
     /// heartbeat: a relay that has just taken buckets over must sweep from
@@ -66,11 +67,11 @@ impl<P: Publisher> Relay<P> {
         &self,
         ctl: &OrderCtl,
         params: ClaimParams<'_>,
-    ) -> Result<(Claimed, Vec<i64>)> {
+    ) -> Result<(Claimed, Vec<i64>, bool)> {
         let mut turn = ctl.turn.lock().await;
         self.maintain_order(ctl, &mut turn).await?;
         if turn.owned.is_empty() {
-            return Ok((Claimed::default(), Vec::new()));
+            return Ok((Claimed::default(), Vec::new(), false));
         }
         // Gates that open from here on reject this claim's rows of their
         // aggregate: marked before the start is read, so an open that
@@ -106,8 +107,8 @@ impl<P: Publisher> Relay<P> {
         let mut rows: Vec<(i64, i64)> = claimed.keys.iter().map(|(id, k)| (*id, *k)).collect();
         rows.sort_unstable();
         let admitted = ctl.gates().admit(&rows);
-        self.note_claim(from_id, &claimed, started);
-        Ok((claimed, admitted.rejected))
+        let from_floor = self.note_claim(from_id, &claimed, started);
+        Ok((claimed, admitted.rejected, from_floor))
     }
 
     /// The heartbeat when due (a third of the bucket lease): renews the

@@ -88,7 +88,10 @@ impl<P: Publisher> Relay<P> {
                     error_backoff = Duration::from_millis(100);
                     // Read a span held back and took nothing: the next
                     // claim reads past it (bounded: the position only
-                    // moves up until a claim reads nothing more).
+                    // moves up until a claim reads nothing more). Or the
+                    // pass ended: the next claim reads from the floor
+                    // (bounded: a pass ends this way once per generation
+                    // of transactions, see cursor.rs).
                     if stats.read_on {
                         continue;
                     }
