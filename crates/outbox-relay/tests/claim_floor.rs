@@ -132,9 +132,9 @@ async fn a_row_committed_late_in_a_span_held_back_is_claimed_when_the_pass_ends(
 }
 
 /// As above, in a steady stream: every claim of the pass takes new rows,
-/// so no claim ever reads nothing more and the pass never ends that way.
-/// It ends once the transactions that were running when it began have
-/// ended, and the next claim reads from the floor: the late row goes out
+/// so no claim ever reads nothing more and the pass never ends. Once the
+/// transactions that were running when it began have ended (and at most
+/// every 50 ms), one claim looks back from the floor: the late row goes out
 /// while the stream still flows, not at the next sweep (once an hour here;
 /// 5 s by default, the latency tail measured before).
 #[tokio::test]
@@ -165,6 +165,8 @@ async fn a_row_committed_late_in_a_span_held_back_is_claimed_while_a_stream_flow
     // ...and every claim after its commit takes rows of the stream.
     let mut late_sent = None;
     for round in 2..30 {
+        // A message every 2 ms or so.
+        tokio::time::sleep(Duration::from_millis(10)).await;
         commit_rows(&t, "stream", 5).await;
         let stats = r.run_once().await.unwrap();
         assert!(
@@ -215,6 +217,67 @@ async fn a_row_put_back_below_the_floor_is_found_by_the_sweep() {
     assert_eq!(
         t.count("SELECT count(*) FROM {schema}.messages_sent WHERE id = -1")
             .await,
+        1
+    );
+}
+
+/// The same behind a long backlog held back at the first ids (a failed
+/// head, 300 rows of its aggregate behind it: eight spans). The sweep reads
+/// them span by span and must go on up to the floor, however quickly the
+/// transactions it began under end (a pass ends on that only above the
+/// floor).
+#[tokio::test]
+async fn a_sweep_finds_a_row_put_back_behind_a_long_backlog_held_back() {
+    let t = TestSchema::new("floor_sweep_held").await;
+    let r = relay(&t, Duration::from_millis(300));
+    t.exec(
+        "INSERT INTO {schema}.messages \
+           (event_type, aggregate_type, aggregate_id, topic, payload, status, attempts, next_run_at) \
+         VALUES ('e', 'a', 'held', 'held', '{}', 'failed', 1, now() + interval '1 hour')",
+    )
+    .await;
+    t.exec(
+        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+         SELECT 'e', 'a', 'held', 'held', '{}' FROM generate_series(1, 300)",
+    )
+    .await;
+    commit_rows(&t, "early", 40).await;
+    // The first of them is another relay's, in flight: this relay passes it.
+    let other: i64 = t
+        .count(
+            "WITH o AS (SELECT min(id) AS id FROM {schema}.messages WHERE topic = 'early') \
+             UPDATE {schema}.messages m SET status = 'processing', attempts = 1, \
+                    locked_by = 'other', locked_at = now() \
+               FROM o WHERE m.id = o.id RETURNING m.id",
+        )
+        .await;
+    let mut sent = 0;
+    for _ in 0..100 {
+        sent += r.run_once().await.unwrap().marked_sent;
+        if sent == 39 {
+            break;
+        }
+    }
+    assert_eq!(sent, 39, "every early row but the other relay's");
+    // The other relay releases it (shutting down): pending again, below
+    // this relay's floor.
+    t.exec(&format!(
+        "UPDATE {{schema}}.messages SET status = 'pending', locked_by = NULL, locked_at = NULL \
+          WHERE id = {other}"
+    ))
+    .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let mut found = 0;
+    while found == 0 && std::time::Instant::now() < deadline {
+        found = r.run_once().await.unwrap().marked_sent;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(found, 1, "the row put back was not found by a sweep in 5 s");
+    assert_eq!(
+        t.count(&format!(
+            "SELECT count(*) FROM {{schema}}.messages_sent WHERE id = {other}"
+        ))
+        .await,
         1
     );
 }

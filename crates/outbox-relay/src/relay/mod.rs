@@ -8,7 +8,7 @@
 //! - `run.rs`: the long-running loop — pipelines, wake-ups, breaker.
 //! - `maintain.rs`: reaper, bucket heartbeat, archiver, backlog gauges.
 //! - `breaker.rs`: the circuit breaker, half-open: one probe at a time.
-//! - `cursor.rs`: where claims start reading.
+//! - `cursor.rs`: where claims start reading (its tests: `cursor_tests.rs`).
 //! - `tests.rs`: races forced through test hooks.
 
 mod breaker;
@@ -68,8 +68,8 @@ pub struct PassStats {
     /// The next claim should follow at once: this one took nothing but
     /// read a span of rows held back (an aggregate in flight or waiting)
     /// that the next claim reads past, so more may be claimable beyond it;
-    /// or the pass it belonged to ended on it, so rows committed late in
-    /// spans the pass went past may wait at the floor.
+    /// or the next claim looks back from the floor, where rows committed
+    /// late in spans the pass went past may wait.
     pub read_on: bool,
 }
 
@@ -318,8 +318,8 @@ impl<P: Publisher> Relay<P> {
     }
 
     /// Moves the cursor past a claim that read from `from_id`, started at
-    /// `started`. True when the next claim should follow at once, from the
-    /// floor (see [`ClaimCursor::claimed`]).
+    /// `started`. True when the next claim should follow at once, looking
+    /// back from the floor (see [`ClaimCursor::claimed`]).
     fn note_claim(
         &self,
         from_id: i64,

@@ -53,7 +53,7 @@ impl<P: Publisher> Relay<P> {
     /// Claims under the claim turn, then admits the rows against the gates:
     /// returns the claim, the ids that must not be published now
     /// (`params.from_id` is ignored), and whether the next claim should
-    /// follow at once from the floor (see `note_claim`).
+    /// follow at once, looking back from the floor (see `note_claim`).
     ///
     /// The cursor is read and moved only under the turn, after the
     /// heartbeat: a relay that has just taken buckets over must sweep from

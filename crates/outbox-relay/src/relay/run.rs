@@ -89,9 +89,8 @@ impl<P: Publisher> Relay<P> {
                     // Read a span held back and took nothing: the next
                     // claim reads past it (bounded: the position only
                     // moves up until a claim reads nothing more). Or the
-                    // pass ended: the next claim reads from the floor
-                    // (bounded: a pass ends this way once per generation
-                    // of transactions, see cursor.rs).
+                    // next claim looks back from the floor (bounded: at
+                    // most every 50 ms, see cursor.rs).
                     if stats.read_on {
                         continue;
                     }
