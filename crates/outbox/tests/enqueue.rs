@@ -374,3 +374,56 @@ async fn plain_sql_headers_must_be_an_object_of_strings() {
         .unwrap();
     assert_eq!(t.count("SELECT count(*) FROM {schema}.messages").await, 3);
 }
+
+/// The id's default takes the transaction's xid before it draws the id
+/// (migration 9): a transaction holding an id is then a running transaction
+/// in every snapshot taken after, which the relay's claim floor relies on.
+/// With the plain `nextval` default the transaction mostly had no xid yet
+/// at this point, and a backend preempted before writing its row let the
+/// floor pass it.
+#[tokio::test]
+async fn the_id_default_takes_an_xid_before_the_id() {
+    let t = TestSchema::new("enqueue_id_after_xid").await;
+    let default: String = t
+        .pool
+        .get()
+        .await
+        .unwrap()
+        .query_one(
+            "SELECT column_default FROM information_schema.columns \
+              WHERE table_schema = $1 AND table_name = 'messages' AND column_name = 'id'",
+            &[&t.schema.name()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    let mut client = t.pool.get().await.unwrap();
+    // nextval takes an xid only on the calls it WAL-logs (one in 32, and
+    // the first of a new sequence): draw one before, so the next is not.
+    client
+        .query_one(&format!("SELECT ({default})::int8"), &[])
+        .await
+        .unwrap();
+    let tx = client.transaction().await.unwrap();
+    let before: Option<String> = tx
+        .query_one("SELECT pg_current_xact_id_if_assigned()::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(before, None, "a fresh transaction has no xid");
+    let id: i64 = tx
+        .query_one(&format!("SELECT ({default})::int8"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    let after: Option<String> = tx
+        .query_one("SELECT pg_current_xact_id_if_assigned()::text", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(
+        after.is_some(),
+        "id {id} drawn by `{default}` in a transaction without an xid"
+    );
+    tx.rollback().await.unwrap();
+}

@@ -80,6 +80,8 @@ pub fn grants(schema: &Schema, producer: &str, relay: &str) -> Result<String> {
          -- enqueue returns the new row's id (RETURNING needs SELECT on it); no payload is readable\n\
          GRANT SELECT (id, event_id) ON {s}.messages TO {producer};\n\
          GRANT USAGE ON SEQUENCE {s}.messages_id_seq TO {producer};\n\
+         -- the id's default (PUBLIC has EXECUTE unless a database took it away)\n\
+         GRANT EXECUTE ON FUNCTION {s}.next_message_id() TO {producer};\n\
          GRANT SELECT, INSERT ON {s}.processed_events TO {producer};\n\
          -- the relay: claim, settle, reap, archive, dead letters, the postgres sink\n\
          GRANT USAGE ON SCHEMA {s} TO {relay};\n\

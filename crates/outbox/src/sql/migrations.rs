@@ -49,6 +49,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!("0006", least_privilege_headers),
     migration!("0007", aggregate_order),
     migration!("0008", sink_envelope),
+    migration!("0009", id_after_xid),
 ];
 
 /// The decimal number a migration's file name starts with; evaluated at
