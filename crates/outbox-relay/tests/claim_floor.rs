@@ -52,6 +52,58 @@ fn insert_late(t: &TestSchema) -> String {
     )
 }
 
+/// Aggregate `held`: its head failed and is due in an hour.
+async fn fail_held_head(t: &TestSchema) {
+    t.exec(
+        "INSERT INTO {schema}.messages \
+           (event_type, aggregate_type, aggregate_id, topic, payload, status, attempts, next_run_at) \
+         VALUES ('e', 'a', 'held', 'held', '{}', 'failed', 1, now() + interval '1 hour')",
+    )
+    .await;
+}
+
+/// `n` rows of aggregate `held`, behind its failed head: spans of 40 live
+/// rows (batch 10 × 4) that the claims read and take nothing of.
+async fn held_rows(t: &TestSchema, n: usize) {
+    t.exec(&format!(
+        "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+         SELECT 'e', 'a', 'held', 'held', '{{}}' FROM generate_series(1, {n})"
+    ))
+    .await;
+}
+
+/// Whether row `id` has been sent.
+async fn was_sent(t: &TestSchema, id: i64) -> bool {
+    t.count(&format!(
+        "SELECT count(*) FROM {{schema}}.messages_sent WHERE id = {id}"
+    ))
+    .await
+        == 1
+}
+
+/// A transaction takes an id behind a failed head and stays open while 100
+/// rows of the head's aggregate commit after it; a claim reads them all and
+/// takes nothing (the pass begins); `stream_rounds` rounds of 5 new rows,
+/// each claimed, go by; then it commits. Returns the late row's id.
+async fn late_row_in_a_held_span(
+    t: &TestSchema,
+    r: &Relay<PostgresPublisher>,
+    stream_rounds: usize,
+) -> i64 {
+    fail_held_head(t).await;
+    let mut late = t.pool.get().await.unwrap();
+    let tx = late.transaction().await.unwrap();
+    let late_id: i64 = tx.query_one(&insert_late(t), &[]).await.unwrap().get(0);
+    held_rows(t, 100).await;
+    assert_eq!(r.run_once().await.unwrap().marked_sent, 0, "all held back");
+    for _ in 0..stream_rounds {
+        commit_rows(t, "stream", 5).await;
+        r.run_once().await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    late_id
+}
+
 /// The case the floor exists to get right: a transaction takes its id,
 /// later ids commit and are claimed, and only then does it commit. No
 /// sweep can help here (one per hour): the floor itself must have waited.
@@ -73,13 +125,7 @@ async fn a_row_committed_after_later_ids_were_claimed_is_still_claimed() {
     commit_rows(&t, "after", 5).await;
     let stats = r.run_once().await.unwrap();
     assert_eq!(stats.marked_sent, 6, "the late row and the five after it");
-    assert_eq!(
-        t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages_sent WHERE id = {late_id}"
-        ))
-        .await,
-        1
-    );
+    assert!(was_sent(&t, late_id).await);
 }
 
 /// A late commit in a span that a pass went past: every row the claim read
@@ -92,25 +138,7 @@ async fn a_row_committed_after_later_ids_were_claimed_is_still_claimed() {
 async fn a_row_committed_late_in_a_span_held_back_is_claimed_when_the_pass_ends() {
     let t = TestSchema::new("floor_late_in_pass").await;
     let r = relay(&t, Duration::from_secs(3600));
-    // Aggregate `held`: its head failed and is due in an hour.
-    t.exec(
-        "INSERT INTO {schema}.messages \
-           (event_type, aggregate_type, aggregate_id, topic, payload, status, attempts, next_run_at) \
-         VALUES ('e', 'a', 'held', 'held', '{}', 'failed', 1, now() + interval '1 hour')",
-    )
-    .await;
-    let mut late = t.pool.get().await.unwrap();
-    let tx = late.transaction().await.unwrap();
-    let late_id: i64 = tx.query_one(&insert_late(&t), &[]).await.unwrap().get(0);
-    // Behind the head, 100 rows of its aggregate: spans of 40 live rows
-    // (batch 10 × 4) that the claims read and take nothing of.
-    t.exec(
-        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
-         SELECT 'e', 'a', 'held', 'held', '{}' FROM generate_series(1, 100)",
-    )
-    .await;
-    assert_eq!(r.run_once().await.unwrap().marked_sent, 0, "all held back");
-    tx.commit().await.unwrap();
+    let late_id = late_row_in_a_held_span(&t, &r, 0).await;
     let mut sent = 0;
     for _ in 0..20 {
         sent += r.run_once().await.unwrap().marked_sent;
@@ -122,13 +150,7 @@ async fn a_row_committed_late_in_a_span_held_back_is_claimed_when_the_pass_ends(
         sent, 1,
         "the late row, once the pass has read on to the end"
     );
-    assert_eq!(
-        t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages_sent WHERE id = {late_id}"
-        ))
-        .await,
-        1
-    );
+    assert!(was_sent(&t, late_id).await);
 }
 
 /// As above, in a steady stream: every claim of the pass takes new rows,
@@ -141,28 +163,8 @@ async fn a_row_committed_late_in_a_span_held_back_is_claimed_when_the_pass_ends(
 async fn a_row_committed_late_in_a_span_held_back_is_claimed_while_a_stream_flows() {
     let t = TestSchema::new("floor_late_in_stream").await;
     let r = relay(&t, Duration::from_secs(3600));
-    t.exec(
-        "INSERT INTO {schema}.messages \
-           (event_type, aggregate_type, aggregate_id, topic, payload, status, attempts, next_run_at) \
-         VALUES ('e', 'a', 'held', 'held', '{}', 'failed', 1, now() + interval '1 hour')",
-    )
-    .await;
-    let mut late = t.pool.get().await.unwrap();
-    let tx = late.transaction().await.unwrap();
-    let late_id: i64 = tx.query_one(&insert_late(&t), &[]).await.unwrap().get(0);
-    t.exec(
-        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
-         SELECT 'e', 'a', 'held', 'held', '{}' FROM generate_series(1, 100)",
-    )
-    .await;
-    assert_eq!(r.run_once().await.unwrap().marked_sent, 0, "all held back");
-    // The pass reads on past the held rows while the late row is open...
-    for _ in 0..2 {
-        commit_rows(&t, "stream", 5).await;
-        r.run_once().await.unwrap();
-    }
-    tx.commit().await.unwrap();
-    // ...and every claim after its commit takes rows of the stream.
+    let late_id = late_row_in_a_held_span(&t, &r, 2).await;
+    // Every claim after its commit takes rows of the stream.
     let mut late_sent = None;
     for round in 2..30 {
         // A message every 2 ms or so.
@@ -173,12 +175,7 @@ async fn a_row_committed_late_in_a_span_held_back_is_claimed_while_a_stream_flow
             stats.claimed > 0,
             "round {round}: the stream keeps every claim busy"
         );
-        let sent = t
-            .count(&format!(
-                "SELECT count(*) FROM {{schema}}.messages_sent WHERE id = {late_id}"
-            ))
-            .await;
-        if sent == 1 {
+        if was_sent(&t, late_id).await {
             late_sent = Some(round);
             break;
         }
@@ -214,11 +211,7 @@ async fn a_row_put_back_below_the_floor_is_found_by_the_sweep() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(found, 1);
-    assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages_sent WHERE id = -1")
-            .await,
-        1
-    );
+    assert!(was_sent(&t, -1).await);
 }
 
 /// The same behind a long backlog held back at the first ids (a failed
@@ -230,17 +223,8 @@ async fn a_row_put_back_below_the_floor_is_found_by_the_sweep() {
 async fn a_sweep_finds_a_row_put_back_behind_a_long_backlog_held_back() {
     let t = TestSchema::new("floor_sweep_held").await;
     let r = relay(&t, Duration::from_millis(300));
-    t.exec(
-        "INSERT INTO {schema}.messages \
-           (event_type, aggregate_type, aggregate_id, topic, payload, status, attempts, next_run_at) \
-         VALUES ('e', 'a', 'held', 'held', '{}', 'failed', 1, now() + interval '1 hour')",
-    )
-    .await;
-    t.exec(
-        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
-         SELECT 'e', 'a', 'held', 'held', '{}' FROM generate_series(1, 300)",
-    )
-    .await;
+    fail_held_head(&t).await;
+    held_rows(&t, 300).await;
     commit_rows(&t, "early", 40).await;
     // The first of them is another relay's, in flight: this relay passes it.
     let other: i64 = t
@@ -273,13 +257,7 @@ async fn a_sweep_finds_a_row_put_back_behind_a_long_backlog_held_back() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(found, 1, "the row put back was not found by a sweep in 5 s");
-    assert_eq!(
-        t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages_sent WHERE id = {other}"
-        ))
-        .await,
-        1
-    );
+    assert!(was_sent(&t, other).await);
 }
 
 /// Rows the reaper recovers are claimable once their backoff is over (here
