@@ -86,8 +86,6 @@ pub struct ClaimCursor {
     /// were running), until a claim reads nothing more, rows go back below
     /// it, or a sweep starts.
     pass: Option<Pass>,
-    /// The next claim reads from the floor once, then the pass goes on.
-    look_back: bool,
 }
 
 /// A pass reading past spans it took nothing of.
@@ -95,6 +93,8 @@ pub struct ClaimCursor {
 struct Pass {
     /// Where the next claim of the pass reads from.
     resume: i64,
+    /// The next claim reads from the floor once, then the pass goes on.
+    look_back: bool,
     /// When the claim that began it, or its last look back, returned.
     began: DateTime<Utc>,
     /// The xmax of the first claim snapshot taken after that: a row
@@ -120,7 +120,6 @@ impl ClaimCursor {
             sweep_interval,
             rewound_at: None,
             pass: None,
-            look_back: false,
         }
     }
 
@@ -132,7 +131,6 @@ impl ClaimCursor {
         if self.last_sweep.map_or(true, |at| now - at >= interval) {
             self.last_sweep = Some(now);
             self.pass = None;
-            self.look_back = false;
             return FROM_ALL;
         }
         let due: Vec<i64> = self
@@ -145,10 +143,14 @@ impl ClaimCursor {
         if let Some(&id) = due.iter().min() {
             self.rewind(id, now);
         }
-        if std::mem::take(&mut self.look_back) {
-            return self.floor;
+        match &mut self.pass {
+            Some(p) if !p.look_back => p.resume,
+            Some(p) => {
+                p.look_back = false;
+                self.floor
+            }
+            None => self.floor,
         }
-        self.pass.map_or(self.floor, |p| p.resume)
     }
 
     /// A claim that started at `started` read from `from` under `snapshot`
@@ -180,7 +182,7 @@ impl ClaimCursor {
                         && p.resume > floor
                         && started - p.began >= LOOK_BACK_EVERY =>
                 {
-                    self.look_back = true;
+                    p.look_back = true;
                     p.began = now;
                     p.xmax = None;
                 }
@@ -202,6 +204,7 @@ impl ClaimCursor {
                 None => {
                     self.pass = Some(Pass {
                         resume,
+                        look_back: false,
                         began: now,
                         xmax: None,
                     })
@@ -225,7 +228,7 @@ impl ClaimCursor {
             });
         }
         self.advance(snapshot.xmin, from, max);
-        self.look_back
+        self.pass.is_some_and(|p| p.look_back)
     }
 
     /// The next claim sweeps from the first id (buckets were taken over:
@@ -237,7 +240,6 @@ impl ClaimCursor {
     /// A claim read nothing more: the next pass starts from the floor.
     pub fn pass_ended(&mut self) {
         self.pass = None;
-        self.look_back = false;
     }
 
     /// This relay failed `id`; it is due again at `at`.
@@ -255,7 +257,6 @@ impl ClaimCursor {
     fn rewind(&mut self, id: i64, now: DateTime<Utc>) {
         self.floor = self.floor.min(id);
         self.pass = None;
-        self.look_back = false;
         self.waiting.retain(|c| c.upto <= id);
         self.rewound_at = Some(now);
     }
