@@ -171,8 +171,8 @@ async fn a_takeover_waits_for_the_claim_of_the_expired_relay() {
 }
 
 #[tokio::test]
-async fn key_allowed_reads_the_bucket_from_the_aggregate_key() {
-    let t = TestSchema::new("ord_key_allowed").await;
+async fn the_claim_filter_reads_the_bucket_from_the_aggregate_key() {
+    let t = TestSchema::new("ord_key_filter").await;
     let client = t.pool.get().await.unwrap();
     let s = t.schema.quoted();
     // Pinned: a change of hashtextextended (or of the key's text) would
@@ -196,54 +196,89 @@ async fn key_allowed_reads_the_bucket_from_the_aggregate_key() {
     assert_eq!(BucketSet::of(-4_305_178_962_082_394_301), 835);
     assert_eq!(BucketSet::of(8_928_155_695_810_825_411), 195);
 
-    // Every third bucket owned: key_allowed agrees with key & 1023 for 3,000
-    // aggregates, and so does the relay's BucketSet.
-    let mut owned = BucketSet::default();
-    (0..BUCKETS).step_by(3).for_each(|b| owned.insert(b));
-    let rows = client
-        .query(
-            &format!(
-                "SELECT g::text, {s}.aggregate_key('order', g::text), \
-                        {s}.key_allowed('order', g::text, 1, $1, '{{}}', '{{}}') \
-                   FROM generate_series(1, 3000) g"
-            ),
-            &[&owned.as_bytes()],
-        )
+    // 3,000 aggregates of one message each, then three messages of one
+    // more aggregate, held back from its second.
+    t.exec(
+        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+           SELECT 'x', 'order', g::text, 't', '{}' FROM generate_series(1, 3000) g",
+    )
+    .await;
+    let held_ids = enqueue(&t, &of("held", 3)).await;
+    let held_key: i64 = client
+        .query_one(&format!("SELECT {s}.aggregate_key('order', 'held')"), &[])
+        .await
+        .unwrap()
+        .get(0);
+    let store = Store::new(t.pool.clone(), t.schema.clone());
+    store
+        .relay_heartbeat("r1", 1, "aggregate", Duration::from_secs(30))
         .await
         .unwrap();
-    let mut allowed = 0;
-    for r in &rows {
-        let (key, ok): (i64, bool) = (r.get(1), r.get(2));
-        let bucket: usize = (key & 1023) as usize;
-        assert_eq!(
-            ok,
-            owned.contains(bucket),
-            "aggregate {}",
-            r.get::<_, String>(0)
-        );
-        assert_eq!(BucketSet::of(key), bucket);
-        allowed += usize::from(ok);
+    let claim = |owned: Option<BucketSet>, held: Vec<(i64, i64)>| {
+        let store = store.clone();
+        async move {
+            store
+                .claim_messages(ClaimParams {
+                    limit: 4000,
+                    relay_id: "r1",
+                    from_id: i64::MIN,
+                    max_batch_bytes: i64::MAX,
+                    max_message_bytes: i64::MAX,
+                    ordered: Some(OrderFilter {
+                        token: 1,
+                        owned: owned.as_ref(),
+                        held: &held,
+                    }),
+                })
+                .await
+                .unwrap()
+        }
+    };
+    let keys: HashMap<i64, i64> = client
+        .query(
+            &format!(
+                "SELECT id, {s}.aggregate_key(aggregate_type, aggregate_id) FROM {s}.messages"
+            ),
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+
+    // Every third bucket owned: the claim takes exactly the messages whose
+    // key's low 10 bits are an owned bucket, as the relay's BucketSet
+    // computes it.
+    let mut owned = BucketSet::default();
+    (0..BUCKETS).step_by(3).for_each(|b| owned.insert(b));
+    let got = claim(Some(owned.clone()), Vec::new()).await;
+    let taken: Vec<i64> = got.messages.iter().map(|m| m.id).collect();
+    let mut expected: Vec<i64> = keys
+        .iter()
+        .filter(|(_, k)| owned.contains(BucketSet::of(**k)))
+        .map(|(id, _)| *id)
+        .collect();
+    expected.sort_unstable();
+    assert_eq!(taken, expected);
+    for (id, key) in &got.keys {
+        assert_eq!(keys[id], *key, "the key the claim returns for {id}");
     }
     assert!(
-        (800..1200).contains(&allowed),
-        "{allowed} of 3000 in a third of the buckets"
+        (800..1200).contains(&taken.len()),
+        "{} of 3003 in a third of the buckets",
+        taken.len()
     );
-    // NULL owns every bucket; a held key lets ids up to its head through.
-    let held: (bool, bool, bool) = {
-        let r = client
-            .query_one(
-                &format!(
-                    "SELECT {s}.key_allowed('order', '1', 5, NULL, ARRAY[{s}.aggregate_key('order', '1')], ARRAY[5::int8]), \
-                            {s}.key_allowed('order', '1', 6, NULL, ARRAY[{s}.aggregate_key('order', '1')], ARRAY[5::int8]), \
-                            {s}.key_allowed('order', '2', 6, NULL, ARRAY[{s}.aggregate_key('order', '1')], ARRAY[5::int8])"
-                ),
-                &[],
-            )
-            .await
-            .unwrap();
-        (r.get(0), r.get(1), r.get(2))
-    };
-    assert_eq!(held, (true, false, true));
+    t.exec("UPDATE {schema}.messages SET status = 'pending', locked_by = NULL, locked_at = NULL")
+        .await;
+
+    // No map owns every bucket; a held key lets ids up to its head through
+    // and holds back nothing else.
+    let got = claim(None, vec![(held_key, held_ids[1])]).await;
+    let taken: Vec<i64> = got.messages.iter().map(|m| m.id).collect();
+    assert_eq!(taken.len(), 3002);
+    assert!(taken.contains(&held_ids[0]) && taken.contains(&held_ids[1]));
+    assert!(!taken.contains(&held_ids[2]));
 }
 
 /// A claim that filters aggregates out reads a bounded number of rows: a

@@ -140,3 +140,74 @@ async fn claims_are_hot_updates() {
         "only {hot} of {updated} claim updates were HOT"
     );
 }
+
+/// The claim with ordering on and a filter (a relay owning some of the
+/// buckets, aggregates held back) must keep walking the claimable index in
+/// id order and stop where its bounded span ends: a plan that sorts what it
+/// filters would read the whole backlog. The filter is plain SQL the
+/// planner can see; this holds for the plan made for the values at hand and
+/// for the generic plan a prepared statement switches to. Buffers touched,
+/// not time: a 100,000-message backlog against a 4,000-message one.
+#[tokio::test]
+async fn a_filtered_claim_reads_the_claimable_index_in_id_order() {
+    let claim_buffers = |rows: i64| async move {
+        let t = TestSchema::new("relay_filtered_claim_plan").await;
+        t.exec(&format!(
+            "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+               SELECT 'x', 'order', (g % 10000)::text, 't', jsonb_build_object('i', g) \
+                 FROM generate_series(1, {rows}) g; \
+             ANALYZE {{schema}}.messages;"
+        ))
+        .await;
+        let store = Store::new(t.pool.clone(), t.schema.clone());
+        store
+            .relay_heartbeat("probe", 1, "aggregate", Duration::from_secs(30))
+            .await
+            .unwrap();
+        let sql = statement_for_tests(&t.schema, "claim_ordered_filtered").unwrap();
+        // A quarter of the buckets, and one aggregate held back.
+        let owned = format!("'\\x{}'::bytea", "11".repeat(128));
+        let mut client = t.pool.get().await.unwrap();
+        client
+            .batch_execute(&format!(
+                "PREPARE filtered_claim(int8, text, int8, int8, int8, int8, bytea, int8[], int8[], int8) AS {sql}"
+            ))
+            .await
+            .unwrap();
+        let mut read = Vec::new();
+        for mode in ["force_custom_plan", "force_generic_plan"] {
+            let tx = client.transaction().await.unwrap();
+            tx.batch_execute(&format!("SET LOCAL plan_cache_mode = {mode}"))
+                .await
+                .unwrap();
+            let plan: serde_json::Value = tx
+                .query_one(
+                    &format!(
+                        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE filtered_claim( \
+                           500, 'probe', 0, {max}, {max}, 1, {owned}, '{{7}}', '{{0}}', 2000)",
+                        max = i64::MAX
+                    ),
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            tx.rollback().await.unwrap();
+            let p = &plan[0]["Plan"];
+            read.push(
+                p["Shared Hit Blocks"].as_i64().unwrap()
+                    + p["Shared Read Blocks"].as_i64().unwrap(),
+            );
+        }
+        read
+    };
+    let small = claim_buffers(4_000).await;
+    let large = claim_buffers(100_000).await;
+    eprintln!("filtered claim (custom, generic plan): {small:?} buffers on 4,000 messages, {large:?} on 100,000");
+    for (s, l) in small.iter().zip(&large) {
+        assert!(
+            *l < s * 3 / 2 + 50,
+            "a filtered claim read {l} buffers on 100,000 messages against {s} on 4,000"
+        );
+    }
+}

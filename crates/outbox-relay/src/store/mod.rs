@@ -467,6 +467,7 @@ pub fn statement_for_tests(schema: &Schema, name: &str) -> Option<String> {
     let q = Queries::new(schema);
     Some(match name {
         "claim" => q.claim,
+        "claim_ordered_filtered" => q.claim_ordered_filtered,
         "stats.backlog" => q.stats.backlog,
         "stats.oldest_pending_age" => q.stats.oldest_pending_age,
         "ui.hot_counts" => q.ui.hot_counts,

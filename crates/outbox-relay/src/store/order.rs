@@ -4,7 +4,7 @@
 use super::Store;
 use crate::Result;
 
-/// A 1,024-bit map of buckets, as `key_allowed` reads it (`get_bit`: bit
+/// A 1,024-bit map of buckets, as the claim's filter reads it (`get_bit`: bit
 /// `n` is bit `n % 8` of byte `n / 8`, least significant first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BucketSet([u8; 128]);
