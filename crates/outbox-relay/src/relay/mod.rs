@@ -255,10 +255,10 @@ impl<P: Publisher> Relay<P> {
                 let from_id = self.cursor().next_from(started);
                 let claimed = self
                     .store
-                    .claim_messages(ClaimParams { from_id, ..params })
+                    .claim_rows(ClaimParams { from_id, ..params })
                     .await?;
                 let from_floor = self.note_claim(from_id, &claimed, started);
-                (claimed, Vec::new(), from_floor)
+                (claimed.decode(), Vec::new(), from_floor)
             }
             Ordering::Aggregate => self.claim_in_order(&self.order, params).await?,
         };
@@ -323,7 +323,7 @@ impl<P: Publisher> Relay<P> {
     fn note_claim(
         &self,
         from_id: i64,
-        claimed: &crate::store::Claimed,
+        claimed: &crate::store::RawClaim,
         started: chrono::DateTime<chrono::Utc>,
     ) -> bool {
         let found = claimed.id_range();

@@ -84,7 +84,7 @@ impl<P: Publisher> Relay<P> {
         let owned = (turn.owned.len() < BUCKETS).then_some(&turn.owned);
         let claimed = self
             .store
-            .claim_messages(ClaimParams {
+            .claim_rows(ClaimParams {
                 ordered: Some(OrderFilter {
                     token: ctl.token,
                     owned,
@@ -108,7 +108,9 @@ impl<P: Publisher> Relay<P> {
         rows.sort_unstable();
         let admitted = ctl.gates().admit(&rows);
         let from_floor = self.note_claim(from_id, &claimed, started);
-        Ok((claimed, admitted.rejected, from_floor))
+        // The payloads are parsed once the next claim may start.
+        drop(turn);
+        Ok((claimed.decode(), admitted.rejected, from_floor))
     }
 
     /// The heartbeat when due (a third of the bucket lease): renews the

@@ -155,6 +155,59 @@ pub struct Claimed {
     pub scanned_upto: Option<i64>,
 }
 
+/// A claim's answer with its rows not yet decoded ([`Store::claim_rows`]):
+/// what the claim cursor and the gates read, then [`Self::decode`].
+#[derive(Debug, Default)]
+pub struct RawClaim {
+    rows: Vec<Row>,
+    /// As [`Claimed::lease`].
+    pub lease: Option<Lease>,
+    /// As [`Claimed::snapshot`].
+    pub snapshot: Option<ClaimSnapshot>,
+    /// As [`Claimed::keys`].
+    pub keys: std::collections::HashMap<i64, i64>,
+    /// As [`Claimed::scanned_upto`].
+    pub scanned_upto: Option<i64>,
+    id_range: Option<(i64, i64)>,
+}
+
+impl RawClaim {
+    /// As [`Claimed::id_range`].
+    pub fn id_range(&self) -> Option<(i64, i64)> {
+        self.id_range
+    }
+
+    /// The claimed messages, in id order, each payload parsed and its
+    /// headers checked.
+    pub fn decode(self) -> Claimed {
+        let (mut messages, mut too_large) = (Vec::with_capacity(self.rows.len()), Vec::new());
+        let mut refused = Vec::new();
+        for r in &self.rows {
+            match message_from_row(r) {
+                Some((m, problem)) => {
+                    if let Some(reason) = problem {
+                        refused.push((m.id, reason));
+                    }
+                    messages.push(m);
+                }
+                None => too_large.push((r.get("id"), r.get("payload_bytes"))),
+            }
+        }
+        // UPDATE ... RETURNING does not keep the CTE's order.
+        messages.sort_unstable_by_key(|m| m.id);
+        too_large.sort_unstable();
+        Claimed {
+            messages,
+            lease: self.lease,
+            snapshot: self.snapshot,
+            refused,
+            too_large,
+            keys: self.keys,
+            scanned_upto: self.scanned_upto,
+        }
+    }
+}
+
 impl Claimed {
     /// The lowest and highest id claimed, payload loaded or not.
     pub fn id_range(&self) -> Option<(i64, i64)> {
@@ -269,6 +322,14 @@ impl Store {
 
     /// Claims up to `limit` due messages in one statement.
     pub async fn claim_messages(&self, p: ClaimParams<'_>) -> Result<Claimed> {
+        Ok(self.claim_rows(p).await?.decode())
+    }
+
+    /// [`Self::claim_messages`] with the rows not yet decoded: what the
+    /// claim cursor and the gates need, without the payloads parsed. With
+    /// ordering on, claims take turns; decoding after the turn is given
+    /// back keeps it out of what they wait for.
+    pub async fn claim_rows(&self, p: ClaimParams<'_>) -> Result<RawClaim> {
         let client = self.client().await?;
         let base: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
             &p.limit,
@@ -334,30 +395,20 @@ impl Store {
             relay_id: p.relay_id.to_owned(),
             locked_at: r.get("locked_at"),
         });
-        let (mut messages, mut too_large) = (Vec::with_capacity(rows.len()), Vec::new());
-        let mut refused = Vec::new();
-        for r in &rows {
-            match message_from_row(r) {
-                Some((m, problem)) => {
-                    if let Some(reason) = problem {
-                        refused.push((m.id, reason));
-                    }
-                    messages.push(m);
-                }
-                None => too_large.push((r.get("id"), r.get("payload_bytes"))),
-            }
-        }
-        // UPDATE ... RETURNING does not keep the CTE's order.
-        messages.sort_unstable_by_key(|m| m.id);
-        too_large.sort_unstable();
-        Ok(Claimed {
-            messages,
+        let id_range = rows
+            .iter()
+            .map(|r| r.get::<_, i64>("id"))
+            .fold(None, |r, id| match r {
+                None => Some((id, id)),
+                Some((lo, hi)) => Some((id.min(lo), id.max(hi))),
+            });
+        Ok(RawClaim {
+            rows,
             lease,
             snapshot,
-            refused,
-            too_large,
             keys,
             scanned_upto,
+            id_range,
         })
     }
 
