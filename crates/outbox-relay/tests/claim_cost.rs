@@ -9,6 +9,24 @@ use outbox_testkit::TestSchema;
 use std::time::Duration;
 use support::{enqueue_n as enqueue, sink_relay as relay};
 
+/// Buffers (hit or read) that `statement` touches, run under EXPLAIN
+/// ANALYZE after `setup` in a transaction that is rolled back.
+async fn buffers_read(client: &mut deadpool_postgres::Client, setup: &str, statement: &str) -> i64 {
+    let tx = client.transaction().await.unwrap();
+    tx.batch_execute(setup).await.unwrap();
+    let plan: serde_json::Value = tx
+        .query_one(
+            &format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {statement}"),
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    tx.rollback().await.unwrap();
+    let p = &plan[0]["Plan"];
+    p["Shared Hit Blocks"].as_i64().unwrap() + p["Shared Read Blocks"].as_i64().unwrap()
+}
+
 /// The trap DESIGN.md measured: a claim ordered by id that walks past every
 /// settled row. Settled rows ahead of the pending ones must not change how
 /// much the claim reads. Buffers touched is a count, not a time, so the
@@ -27,18 +45,7 @@ async fn claim_cost_does_not_grow_with_settled_rows_ahead() {
         let pool = t.pool.clone();
         async move {
             let mut client = pool.get().await.unwrap();
-            let tx = client.transaction().await.unwrap();
-            let plan: serde_json::Value = tx
-                .query_one(
-                    &format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {sql}"),
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            tx.rollback().await.unwrap();
-            let p = &plan[0]["Plan"];
-            p["Shared Hit Blocks"].as_i64().unwrap() + p["Shared Read Blocks"].as_i64().unwrap()
+            buffers_read(&mut client, "", &sql).await
         }
     };
     enqueue(&t, 500, "t").await;
@@ -176,28 +183,12 @@ async fn a_filtered_claim_reads_the_claimable_index_in_id_order() {
             .unwrap();
         let mut read = Vec::new();
         for mode in ["force_custom_plan", "force_generic_plan"] {
-            let tx = client.transaction().await.unwrap();
-            tx.batch_execute(&format!("SET LOCAL plan_cache_mode = {mode}"))
-                .await
-                .unwrap();
-            let plan: serde_json::Value = tx
-                .query_one(
-                    &format!(
-                        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE filtered_claim( \
-                           500, 'probe', 0, {max}, {max}, 1, {owned}, '{{7}}', '{{0}}', 2000)",
-                        max = i64::MAX
-                    ),
-                    &[],
-                )
-                .await
-                .unwrap()
-                .get(0);
-            tx.rollback().await.unwrap();
-            let p = &plan[0]["Plan"];
-            read.push(
-                p["Shared Hit Blocks"].as_i64().unwrap()
-                    + p["Shared Read Blocks"].as_i64().unwrap(),
+            let execute = format!(
+                "EXECUTE filtered_claim(500, 'probe', 0, {max}, {max}, 1, {owned}, '{{7}}', '{{0}}', 2000)",
+                max = i64::MAX
             );
+            let setup = format!("SET LOCAL plan_cache_mode = {mode}");
+            read.push(buffers_read(&mut client, &setup, &execute).await);
         }
         read
     };
