@@ -168,13 +168,20 @@ pub struct RawClaim {
     pub keys: std::collections::HashMap<i64, i64>,
     /// As [`Claimed::scanned_upto`].
     pub scanned_upto: Option<i64>,
-    id_range: Option<(i64, i64)>,
+}
+
+/// The lowest and highest of `ids`.
+fn id_span(ids: impl Iterator<Item = i64>) -> Option<(i64, i64)> {
+    ids.fold(None, |r, id| match r {
+        None => Some((id, id)),
+        Some((lo, hi)) => Some((lo.min(id), hi.max(id))),
+    })
 }
 
 impl RawClaim {
     /// As [`Claimed::id_range`].
     pub fn id_range(&self) -> Option<(i64, i64)> {
-        self.id_range
+        id_span(self.rows.iter().map(|r| r.get::<_, i64>("id")))
     }
 
     /// The claimed messages, in id order, each payload parsed and its
@@ -211,15 +218,12 @@ impl RawClaim {
 impl Claimed {
     /// The lowest and highest id claimed, payload loaded or not.
     pub fn id_range(&self) -> Option<(i64, i64)> {
-        let ids = self
-            .messages
-            .iter()
-            .map(|m| m.id)
-            .chain(self.too_large.iter().map(|t| t.0));
-        ids.fold(None, |r, id| match r {
-            None => Some((id, id)),
-            Some((lo, hi)) => Some((lo.min(id), hi.max(id))),
-        })
+        id_span(
+            self.messages
+                .iter()
+                .map(|m| m.id)
+                .chain(self.too_large.iter().map(|t| t.0)),
+        )
     }
 }
 
@@ -395,20 +399,12 @@ impl Store {
             relay_id: p.relay_id.to_owned(),
             locked_at: r.get("locked_at"),
         });
-        let id_range = rows
-            .iter()
-            .map(|r| r.get::<_, i64>("id"))
-            .fold(None, |r, id| match r {
-                None => Some((id, id)),
-                Some((lo, hi)) => Some((id.min(lo), id.max(hi))),
-            });
         Ok(RawClaim {
             rows,
             lease,
             snapshot,
             keys,
             scanned_upto,
-            id_range,
         })
     }
 
