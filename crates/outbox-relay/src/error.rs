@@ -37,6 +37,15 @@ pub enum Error {
         /// The newest migration this build ships.
         knows: i32,
     },
+    /// A column of a row holds a value this build cannot read (see
+    /// [`crate::store::decode`]); the row alone is affected.
+    #[error("column {column}: {reason}")]
+    Decode {
+        /// The column.
+        column: String,
+        /// Why, from the driver or the decoder.
+        reason: String,
+    },
     /// A configuration value is out of range or malformed.
     #[error("invalid configuration: {0}")]
     Config(String),

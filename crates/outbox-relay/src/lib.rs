@@ -47,7 +47,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use dead::{DeadLetters, NotReplayed, ReplayTarget};
 pub use envelope::Envelope;
 pub use error::{error_chain, Error, Result};
-pub use message::Message;
+pub use message::{Message, Payload};
 pub use publisher::{Accepted, BatchOrder, ErrorClass, Outcome, PublishError, Publisher};
 pub use relay::{PassStats, PublishedBatch, Relay, RelayConfig};
 pub use retry::RetryPolicy;

@@ -31,6 +31,78 @@ pub struct Message {
     pub created_at: DateTime<Utc>,
 }
 
+/// An event body: the JSON text of the row's `payload`, carried as it is.
+///
+/// The relay never parses a payload into numbers or a tree: `jsonb` holds
+/// numbers no 64-bit float can (`1e400`) and any nesting depth, and
+/// `serde_json::Value` refuses both (past 128 levels), so a parsed payload
+/// could not be published as stored. Checking that the text is one JSON
+/// value is iterative, whatever the depth.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Payload(Box<serde_json::value::RawValue>);
+
+impl Payload {
+    /// `text` if it is one JSON value.
+    pub fn from_json(text: impl Into<String>) -> Result<Self, serde_json::Error> {
+        serde_json::value::RawValue::from_string(text.into()).map(Self)
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// Parsed into a [`serde_json::Value`] (which refuses numbers beyond a
+    /// 64-bit float and nesting past 128 levels): for consumers and tests.
+    pub fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
+        serde_json::from_str(self.get())
+    }
+}
+
+impl PartialEq for Payload {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl From<serde_json::Value> for Payload {
+    fn from(v: serde_json::Value) -> Self {
+        Self(serde_json::value::to_raw_value(&v).expect("a JSON value serializes"))
+    }
+}
+
+impl From<&serde_json::Value> for Payload {
+    fn from(v: &serde_json::Value) -> Self {
+        Self(serde_json::value::to_raw_value(v).expect("a JSON value serializes"))
+    }
+}
+
+impl std::fmt::Display for Payload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+/// Strict: text that is not UTF-8 (a `SQL_ASCII` database may hold it) is
+/// an error, so that such a payload is dead-lettered rather than published
+/// altered. [`crate::store::LossyPayload`] reads it for showing.
+impl<'a> tokio_postgres::types::FromSql<'a> for Payload {
+    fn from_sql(
+        ty: &tokio_postgres::types::Type,
+        raw: &'a [u8],
+    ) -> Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        use crate::store::decode;
+        let text = decode::json_text(ty, raw)?;
+        let text = String::from_utf8(text).map_err(|e| decode::not_utf8(&e.utf8_error()))?;
+        Ok(Self::from_json(text)?)
+    }
+
+    fn accepts(ty: &tokio_postgres::types::Type) -> bool {
+        crate::store::decode::is_json(ty)
+    }
+}
+
 /// Decodes a row's `headers` column under the rule migration 6 enforces for
 /// new rows: a JSON object of string values, with no name the envelope owns
 /// ([`outbox::RESERVED_HEADERS`]). A row written before that rule (or with

@@ -16,6 +16,7 @@ use tokio_postgres::Row;
 
 mod archive;
 mod dead;
+pub mod decode;
 mod order;
 mod sql;
 mod stats;
@@ -23,6 +24,7 @@ mod ui;
 
 pub use archive::{ArchiveBatch, ArchiveBatchParams};
 pub use dead::{DeadFilterParams, DeadListParams, DeadMessage, DeadSummary, ReplayParams};
+pub use decode::{cut, Lossy, LossyPayload, Timestamp};
 pub use order::{BucketSet, Heartbeat, BUCKETS};
 pub use stats::{Backlog, TopicCounts};
 pub use ui::{HotCount, RecentReplay, RegisteredRelay, SentCounters};
