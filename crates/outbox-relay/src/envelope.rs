@@ -39,8 +39,8 @@ pub struct Envelope {
     /// Headers (trace context, ...).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    /// The event body.
-    pub payload: serde_json::Value,
+    /// The event body, its JSON text as stored.
+    pub payload: crate::Payload,
     /// When the producer's transaction wrote it.
     pub created_at: DateTime<Utc>,
 }
@@ -143,19 +143,28 @@ impl Envelope {
         ]
     }
 
-    /// CloudEvents 1.0, structured mode. The outbox metadata CloudEvents has
-    /// no attribute for travels as extensions (`eventversion`,
-    /// `aggregatetype`, `outboxid`, `topic`); headers whose names are valid
-    /// extension names (`traceparent`, `tracestate`, ...) become extensions
-    /// too, the rest are kept under the `outboxheaders` extension as JSON text.
-    pub fn to_cloudevent(&self, source: &str) -> serde_json::Value {
-        let mut ce = serde_json::Map::new();
-        for (k, v) in self.cloudevent_attributes(source) {
-            ce.insert(k, serde_json::Value::String(v));
+    /// CloudEvents 1.0, structured mode, as JSON text. The outbox metadata
+    /// CloudEvents has no attribute for travels as extensions
+    /// (`eventversion`, `aggregatetype`, `outboxid`, `topic`); headers whose
+    /// names are valid extension names (`traceparent`, `tracestate`, ...)
+    /// become extensions too, the rest are kept under the `outboxheaders`
+    /// extension as JSON text. `data` is the payload's text as stored: a
+    /// `serde_json::Value` could not hold every payload (`1e400`, nesting
+    /// past 128 levels).
+    pub fn to_cloudevent(&self, source: &str) -> String {
+        #[derive(Serialize)]
+        struct Structured<'a> {
+            #[serde(flatten)]
+            attributes: BTreeMap<String, String>,
+            datacontenttype: &'static str,
+            data: &'a crate::Payload,
         }
-        ce.insert("datacontenttype".into(), "application/json".into());
-        ce.insert("data".into(), self.payload.clone());
-        serde_json::Value::Object(ce)
+        serde_json::to_string(&Structured {
+            attributes: self.cloudevent_attributes(source).into_iter().collect(),
+            datacontenttype: "application/json",
+            data: &self.payload,
+        })
+        .expect("strings and a JSON text serialize")
     }
 
     /// CloudEvents 1.0, binary mode: `ce-<attribute>` headers; the body is
@@ -228,7 +237,7 @@ mod tests {
                 ("X-Tenant".to_owned(), "acme".to_owned()),
             ]
             .into(),
-            payload: json!({"total": 1999}),
+            payload: json!({"total": 1999}).into(),
             created_at: Utc::now(),
         }
     }
@@ -244,7 +253,7 @@ mod tests {
         let e = envelope();
         let mut fields = e.metadata();
         fields.push((field::HEADERS, serde_json::to_string(&e.headers).unwrap()));
-        fields.push((field::PAYLOAD, e.payload.to_string()));
+        fields.push((field::PAYLOAD, e.payload.get().to_owned()));
         fields.push(("unrelated", "x".to_owned()));
         let back = Envelope::from_fields(fields.iter().map(|(k, v)| (*k, v.as_str()))).unwrap();
         assert_eq!(back, e);
@@ -253,7 +262,7 @@ mod tests {
     #[test]
     fn structured_cloudevent_carries_everything() {
         let e = envelope();
-        let ce = e.to_cloudevent(DEFAULT_SOURCE);
+        let ce: serde_json::Value = serde_json::from_str(&e.to_cloudevent(DEFAULT_SOURCE)).unwrap();
         assert_eq!(ce["specversion"], "1.0");
         assert_eq!(ce["id"], e.event_id.to_string());
         assert_eq!(ce["type"], "order.created");
@@ -270,7 +279,7 @@ mod tests {
     fn reserved_header_names_cover_every_envelope_name() {
         let mut e = envelope();
         e.headers.clear();
-        let ce = e.to_cloudevent(DEFAULT_SOURCE);
+        let ce: serde_json::Value = serde_json::from_str(&e.to_cloudevent(DEFAULT_SOURCE)).unwrap();
         let mut names: Vec<String> = ce.as_object().unwrap().keys().cloned().collect();
         names.push("outboxheaders".into());
         names.extend(e.metadata().into_iter().map(|(k, _)| k.to_owned()));

@@ -21,8 +21,8 @@ pub struct Message {
     pub aggregate_id: String,
     /// Stream, subject or routing key.
     pub topic: String,
-    /// The event body.
-    pub payload: serde_json::Value,
+    /// The event body, as the JSON text stored (never re-parsed).
+    pub payload: Payload,
     /// Headers carried through (trace context, ...).
     pub headers: BTreeMap<String, String>,
     /// Publication attempts so far, this one included.

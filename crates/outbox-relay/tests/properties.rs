@@ -113,7 +113,7 @@ proptest! {
             aggregate_id,
             topic: event_type,
             headers: [(header_key, header_value)].into(),
-            payload: serde_json::json!({"n": number}),
+            payload: serde_json::json!({"n": number}).into(),
             created_at: Utc.timestamp_opt(secs, 0).unwrap(),
         };
         prop_assert_eq!(Envelope::from_json(&e.to_json()).unwrap(), e);

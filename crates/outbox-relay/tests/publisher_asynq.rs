@@ -73,7 +73,7 @@ impl Harness for AsynqHarness {
                     .expect("payload is the envelope");
                 Received {
                     event_id: e.event_id,
-                    payload: e.payload.clone(),
+                    payload: e.payload.to_value().unwrap(),
                     envelope: Some(e),
                 }
             })
@@ -168,6 +168,6 @@ async fn oversized_task_fails_alone() {
         topic: unique("email:welcome"),
     };
     let mut big = conformance::message(&t.topic, 99);
-    big.payload = serde_json::json!({ "blob": "x".repeat(30_000) });
+    big.payload = serde_json::json!({ "blob": "x".repeat(30_000) }).into();
     conformance::bad_message_fails_alone(&AsynqHarness, &t, big, "max_message_size is 20000").await;
 }

@@ -122,7 +122,7 @@ impl Harness for HttpHarness {
             .filter(|e| e.topic == topic)
             .map(|e| Received {
                 event_id: e.event_id,
-                payload: e.payload.clone(),
+                payload: e.payload.to_value().unwrap(),
                 envelope: Some(e),
             })
             .collect()

@@ -135,7 +135,7 @@ impl Harness for MqttHarness {
                     .expect("body is the envelope");
                 Received {
                     event_id: e.event_id,
-                    payload: e.payload.clone(),
+                    payload: e.payload.to_value().unwrap(),
                     envelope: Some(e),
                 }
             })
@@ -277,7 +277,7 @@ async fn bad_topics_and_sizes_fail_alone_and_the_session_survives() {
         let mut batch = messages(20, "ok");
         let mut bad = messages(1, topic).remove(0);
         if size > 0 {
-            bad.payload = serde_json::json!({ "blob": "x".repeat(size) });
+            bad.payload = serde_json::json!({ "blob": "x".repeat(size) }).into();
         }
         batch.insert(10, bad);
         let outcomes = p.publish(&batch).await;

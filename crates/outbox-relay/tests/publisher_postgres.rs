@@ -58,7 +58,7 @@ async fn sink_rows(client: &tokio_postgres::Client, schema: &Schema) -> Vec<Sink
                     aggregate_id: r.aggregate_id.clone()?,
                     topic: r.topic.clone(),
                     headers: serde_json::from_value(r.headers.clone()).unwrap(),
-                    payload: r.payload.clone(),
+                    payload: r.payload.clone().into(),
                     created_at: r.enqueued_at?,
                 })
             })();

@@ -76,7 +76,7 @@ impl Harness for RedisHarness {
                     .expect("entry decodes");
                 Received {
                     event_id: e.event_id,
-                    payload: e.payload.clone(),
+                    payload: e.payload.to_value().unwrap(),
                     envelope: Some(e),
                 }
             })
@@ -146,7 +146,7 @@ async fn bad_messages_fail_alone() {
         topic: topic.clone(),
     };
     let mut big = conformance::message(&topic, 99);
-    big.payload = serde_json::json!({ "blob": "x".repeat(30_000) });
+    big.payload = serde_json::json!({ "blob": "x".repeat(30_000) }).into();
     conformance::bad_message_fails_alone(&h, &t, big, "max_message_size is 20000").await;
 
     let bare = RedisPublisher::from_url(&redis_url()).unwrap();

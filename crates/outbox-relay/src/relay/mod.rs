@@ -95,10 +95,10 @@ pub struct PublishedBatch {
     messages: Vec<Message>,
     /// `None` when publishing was abandoned (shutdown): release everything.
     outcomes: Option<Vec<Outcome>>,
-    /// Rows claimed with a payload over the max message size, already
-    /// settled dead (never published).
-    too_large: Vec<i64>,
-    /// Rows over the max message size that could not be settled dead
+    /// Rows the claim could not load (over the max message size, or a value
+    /// this build cannot read), already settled dead (never published).
+    unloadable: Vec<i64>,
+    /// Rows the claim could not load that could not be settled dead
     /// (database error): they fail, to be retried, with this reason.
     not_dead_lettered: Vec<(i64, String)>,
     /// Rows claimed but held back, never published: an earlier message of
@@ -117,7 +117,7 @@ impl PublishedBatch {
     /// Rows claimed.
     pub fn claimed(&self) -> usize {
         self.messages.len()
-            + self.too_large.len()
+            + self.unloadable.len()
             + self.not_dead_lettered.len()
             + self.held_back.len()
     }
@@ -270,17 +270,17 @@ impl<P: Publisher> Relay<P> {
             });
         };
         let held: HashSet<i64> = held_back.iter().copied().collect();
-        let too_large: Vec<(i64, i64)> = claimed
-            .too_large
+        let unloadable: Vec<(i64, String)> = claimed
+            .unloadable
             .into_iter()
             .filter(|(id, _)| !held.contains(id))
             .collect();
-        let (too_large, not_dead_lettered) =
-            match self.dead_letter_too_large(&lease, &too_large).await {
-                Ok(()) => (too_large.iter().map(|t| t.0).collect(), Vec::new()),
+        let (unloadable, not_dead_lettered) =
+            match self.dead_letter_unloadable(&lease, &unloadable).await {
+                Ok(()) => (unloadable.iter().map(|t| t.0).collect(), Vec::new()),
                 Err(why) => (
                     Vec::new(),
-                    too_large.iter().map(|t| (t.0, why.clone())).collect(),
+                    unloadable.into_iter().map(|t| (t.0, why.clone())).collect(),
                 ),
             };
         let messages: Vec<Message> = claimed
@@ -308,7 +308,7 @@ impl<P: Publisher> Relay<P> {
             lease: Some(lease),
             messages,
             outcomes,
-            too_large,
+            unloadable,
             not_dead_lettered,
             held_back,
             keys: claimed.keys,
@@ -341,29 +341,22 @@ impl<P: Publisher> Relay<P> {
         }
     }
 
-    /// Settles dead, before anything is published, the rows whose payload
-    /// the claim left in the database for being over the max message size:
-    /// no retry makes them smaller. On a database error they are failed
-    /// with the rest of the batch instead (and, with ordering on, hold their
+    /// Settles dead, before anything is published, the rows the claim could
+    /// not load, with the claim's reason: over the max message size (left
+    /// in the database), or holding a value this build cannot read. No
+    /// retry changes either. On a database error they are failed with the
+    /// rest of the batch instead (and, with ordering on, hold their
     /// aggregate back).
-    async fn dead_letter_too_large(
+    async fn dead_letter_unloadable(
         &self,
         lease: &Lease,
-        rows: &[(i64, i64)],
+        rows: &[(i64, String)],
     ) -> std::result::Result<(), String> {
         if rows.is_empty() {
             return Ok(());
         }
-        let limit = self.config.max_message_bytes;
         let p = SettleParams {
-            dead: rows
-                .iter()
-                .map(|(id, size)| {
-                    let reason =
-                        format!("payload of {size} bytes exceeds the limit of {limit} bytes");
-                    (*id, reason)
-                })
-                .collect(),
+            dead: rows.to_vec(),
             ..SettleParams::default()
         };
         match self.store.settle_messages(lease, &p).await {
@@ -372,9 +365,9 @@ impl<P: Publisher> Relay<P> {
                 Ok(())
             }
             Err(e) => {
-                tracing::warn!(error = %crate::error_chain(&e), "could not dead-letter oversized messages");
+                tracing::warn!(error = %crate::error_chain(&e), "could not dead-letter unloadable messages");
                 Err(format!(
-                    "could not dead-letter an oversized payload: {}",
+                    "could not dead-letter a message the claim could not load: {}",
                     crate::error_chain(&e)
                 ))
             }

@@ -23,8 +23,8 @@ impl<P: Publisher> Relay<P> {
         let stats = PassStats {
             claimed: batch.claimed(),
             published: batch.published(),
-            failed: batch.too_large.len() as u64,
-            dead: batch.too_large.len() as u64,
+            failed: batch.unloadable.len() as u64,
+            dead: batch.unloadable.len() as u64,
             aggregates: batch.keys.values().collect::<HashSet<_>>().len(),
             held_back: batch.held_back.len(),
             read_on: batch.read_on,
@@ -94,7 +94,7 @@ impl<P: Publisher> Relay<P> {
         // Per aggregate: (last id in the batch, ids left live and whether
         // each waits for a retry, not claimable at once).
         let mut chains: BTreeMap<i64, (i64, Vec<(i64, bool)>)> = BTreeMap::new();
-        for id in &batch.too_large {
+        for id in &batch.unloadable {
             if let Some(k) = key(*id) {
                 chains.entry(k).or_insert((*id, Vec::new())).0 = *id;
             }
@@ -198,7 +198,7 @@ impl<P: Publisher> Relay<P> {
                     .sent
                     .iter()
                     .copied()
-                    .chain(batch.too_large.iter().copied());
+                    .chain(batch.unloadable.iter().copied());
                 let ids = ids.chain(p.failed.iter().map(|f| f.0));
                 for id in ids
                     .chain(p.dead.iter().map(|d| d.0))

@@ -2,7 +2,7 @@
 //! text itself lives in `sql` (private to this crate); this module binds
 //! parameters and decodes rows. The relay loop holds no SQL.
 
-use crate::{Error, Message, Result};
+use crate::{Error, Message, Payload, Result};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use outbox::sql::SchemaVersion;
@@ -72,11 +72,11 @@ pub struct ClaimParams<'a> {
     /// Lowest id to read (see the relay's `ClaimCursor`);
     /// `i64::MIN` reads all.
     pub from_id: i64,
-    /// The batch stops growing once its payloads pass this many bytes; it
+    /// The batch stops growing once its rows pass this many bytes; it
     /// always holds at least one row.
     pub max_batch_bytes: i64,
-    /// A payload larger than this is claimed but not loaded: it comes back
-    /// in [`Claimed::too_large`].
+    /// A row larger than this (payload, headers and text columns) is
+    /// claimed but not loaded: it comes back in [`Claimed::unloadable`].
     pub max_message_bytes: i64,
     /// With ordering per aggregate on: claim only while registered, and
     /// return each row's aggregate key.
@@ -142,10 +142,11 @@ pub struct Claimed {
     /// (headers that break the envelope's rule); they are in `messages` too,
     /// with no headers, and must be dead-lettered rather than published.
     pub refused: Vec<(i64, String)>,
-    /// Rows claimed without their payload, larger than the max message
-    /// size: `(id, payload bytes)`, held under the same lease; not in
-    /// `messages`.
-    pub too_large: Vec<(i64, i64)>,
+    /// Rows claimed that cannot be loaded, `(id, reason)`, held under the
+    /// same lease, not in `messages`: larger than the max message size
+    /// (never read), or holding a value this build cannot read (a column
+    /// named in the reason). No retry changes either: they go dead.
+    pub unloadable: Vec<(i64, String)>,
     /// With ordering on: the aggregate key of every row claimed (in
     /// `messages` or `too_large`), by id.
     pub keys: std::collections::HashMap<i64, i64>,
@@ -170,6 +171,8 @@ pub struct RawClaim {
     pub keys: std::collections::HashMap<i64, i64>,
     /// As [`Claimed::scanned_upto`].
     pub scanned_upto: Option<i64>,
+    /// The claim's max message size, for the reason of a row over it.
+    max_message_bytes: i64,
 }
 
 /// The lowest and highest of `ids`.
@@ -183,34 +186,44 @@ fn id_span(ids: impl Iterator<Item = i64>) -> Option<(i64, i64)> {
 impl RawClaim {
     /// As [`Claimed::id_range`].
     pub fn id_range(&self) -> Option<(i64, i64)> {
-        id_span(self.rows.iter().map(|r| r.get::<_, i64>("id")))
+        id_span(
+            self.rows
+                .iter()
+                .filter_map(|r| r.try_get::<_, i64>("id").ok()),
+        )
     }
 
-    /// The claimed messages, in id order, each payload parsed and its
-    /// headers checked.
+    /// The claimed messages, in id order, each checked: a row that cannot
+    /// be read or is over the max message size comes back in
+    /// [`Claimed::unloadable`], one whose headers break the envelope's rule
+    /// in [`Claimed::refused`]. One bad row never fails the claim.
     pub fn decode(self) -> Claimed {
-        let (mut messages, mut too_large) = (Vec::with_capacity(self.rows.len()), Vec::new());
+        let (mut messages, mut unloadable) = (Vec::with_capacity(self.rows.len()), Vec::new());
         let mut refused = Vec::new();
         for r in &self.rows {
-            match message_from_row(r) {
-                Some((m, problem)) => {
+            match claimed_row(r, self.max_message_bytes) {
+                Ok(ClaimedRow::Message(m, problem)) => {
                     if let Some(reason) = problem {
                         refused.push((m.id, reason));
                     }
                     messages.push(m);
                 }
-                None => too_large.push((r.get("id"), r.get("payload_bytes"))),
+                Ok(ClaimedRow::Unloadable(id, reason)) => unloadable.push((id, reason)),
+                // Only a claimed row's id itself unreadable gets here, which
+                // its type (`int8 NOT NULL`) rules out: skipped, the lease
+                // reaper takes it back.
+                Err(e) => tracing::error!(error = %e, "a claimed row without a readable id"),
             }
         }
         // UPDATE ... RETURNING does not keep the CTE's order.
         messages.sort_unstable_by_key(|m| m.id);
-        too_large.sort_unstable();
+        unloadable.sort_unstable();
         Claimed {
             messages,
             lease: self.lease,
             snapshot: self.snapshot,
             refused,
-            too_large,
+            unloadable,
             keys: self.keys,
             scanned_upto: self.scanned_upto,
         }
@@ -224,7 +237,7 @@ impl Claimed {
             self.messages
                 .iter()
                 .map(|m| m.id)
-                .chain(self.too_large.iter().map(|t| t.0)),
+                .chain(self.unloadable.iter().map(|t| t.0)),
         )
     }
 }
@@ -375,38 +388,48 @@ impl Store {
         };
         // The filtered claim answers one row more, with no claimed row in
         // it, when it claimed nothing.
-        let scanned_upto = rows.first().and_then(|r| {
-            r.columns()
-                .iter()
-                .any(|c| c.name() == "scanned_upto")
-                .then(|| r.get::<_, Option<i64>>("scanned_upto"))
-                .flatten()
-        });
-        let snapshot = rows.first().map(|r| ClaimSnapshot {
-            xmin: r.get("snapshot_xmin"),
-            xmax: r.get("snapshot_xmax"),
-        });
-        let rows: Vec<_> = rows
-            .into_iter()
-            .filter(|r| r.get::<_, Option<i64>>("id").is_some())
-            .collect();
+        let scanned_upto = match rows.first() {
+            Some(r) if r.columns().iter().any(|c| c.name() == "scanned_upto") => {
+                decode::get::<Option<i64>>(r, "scanned_upto")?
+            }
+            _ => None,
+        };
+        let snapshot = match rows.first() {
+            Some(r) => Some(ClaimSnapshot {
+                xmin: decode::get(r, "snapshot_xmin")?,
+                xmax: decode::get(r, "snapshot_xmax")?,
+            }),
+            None => None,
+        };
+        let mut claimed = Vec::with_capacity(rows.len());
+        for r in rows {
+            if decode::get::<Option<i64>>(&r, "id")?.is_some() {
+                claimed.push(r);
+            }
+        }
+        let rows = claimed;
         let keys = if p.ordered.is_some() {
             rows.iter()
-                .map(|r| (r.get("id"), r.get("aggregate_key")))
-                .collect()
+                .map(|r| Ok((decode::get(r, "id")?, decode::get(r, "aggregate_key")?)))
+                .collect::<Result<_>>()?
         } else {
             Default::default()
         };
-        let lease = rows.first().map(|r| Lease {
-            relay_id: p.relay_id.to_owned(),
-            locked_at: r.get("locked_at"),
-        });
+        // `locked_at` is the claim's own now(): always a time chrono holds.
+        let lease = match rows.first() {
+            Some(r) => Some(Lease {
+                relay_id: p.relay_id.to_owned(),
+                locked_at: decode::get(r, "locked_at")?,
+            }),
+            None => None,
+        };
         Ok(RawClaim {
             rows,
             lease,
             snapshot,
             keys,
             scanned_upto,
+            max_message_bytes: p.max_message_bytes,
         })
     }
 
@@ -526,28 +549,69 @@ pub fn statement_for_tests(schema: &Schema, name: &str) -> Option<String> {
     })
 }
 
-/// A claimed row, and why it cannot be published if it cannot; `None` if
-/// its payload was too large to load.
-fn message_from_row(r: &Row) -> Option<(Message, Option<String>)> {
-    let payload: Option<serde_json::Value> = r.get("payload");
-    let (headers, problem) = match crate::message::decode_headers(r.get("headers")) {
-        Ok(h) => (h, None),
-        Err(reason) => (BTreeMap::new(), Some(reason)),
-    };
-    let m = Message {
-        id: r.get("id"),
-        event_id: r.get("event_id"),
-        event_type: r.get("event_type"),
-        event_version: r.get("event_version"),
-        aggregate_type: r.get("aggregate_type"),
-        aggregate_id: r.get("aggregate_id"),
-        topic: r.get("topic"),
-        payload: payload?,
-        headers,
-        attempts: r.get("attempts"),
-        created_at: r.get("created_at"),
-    };
-    Some((m, problem))
+/// A claimed row as the relay takes it.
+enum ClaimedRow {
+    /// Loaded, and why it cannot be published if it cannot.
+    Message(Message, Option<String>),
+    /// Not loaded (over the max message size) or not readable: `(id, reason)`.
+    Unloadable(i64, String),
+}
+
+/// Reads a claimed row. Every column is read checked: any value the
+/// column's type allows either loads or makes the row alone unloadable,
+/// the column named. Only the id, which the claim itself produced, must read.
+fn claimed_row(r: &Row, max_message_bytes: i64) -> Result<ClaimedRow> {
+    let id: i64 = decode::get(r, "id")?;
+    let size: i64 = decode::get(r, "message_bytes").unwrap_or(i64::MAX);
+    if size > max_message_bytes {
+        let payload = decode::get::<Option<i64>>(r, "payload_bytes")
+            .ok()
+            .flatten()
+            .map_or_else(String::new, |p| format!(" (payload {p} bytes)"));
+        return Ok(ClaimedRow::Unloadable(
+            id,
+            format!(
+                "message of {size} bytes{payload} exceeds the limit of {max_message_bytes} bytes"
+            ),
+        ));
+    }
+    let loaded = (|| -> Result<(Message, Option<String>)> {
+        let created_at = match decode::get::<Timestamp>(r, "created_at")? {
+            Timestamp::At(t) => t,
+            other => {
+                return Err(Error::Decode {
+                    column: "created_at".into(),
+                    reason: format!("{other} cannot be carried in the envelope"),
+                })
+            }
+        };
+        let headers: Payload = decode::get(r, "headers")?;
+        let (headers, problem) = match serde_json::from_str(headers.get())
+            .map_err(|e| format!("headers cannot be read: {e}"))
+            .and_then(crate::message::decode_headers)
+        {
+            Ok(h) => (h, None),
+            Err(reason) => (BTreeMap::new(), Some(reason)),
+        };
+        let m = Message {
+            id,
+            event_id: decode::get(r, "event_id")?,
+            event_type: decode::get(r, "event_type")?,
+            event_version: decode::get(r, "event_version")?,
+            aggregate_type: decode::get(r, "aggregate_type")?,
+            aggregate_id: decode::get(r, "aggregate_id")?,
+            topic: decode::get(r, "topic")?,
+            payload: decode::get(r, "payload")?,
+            headers,
+            attempts: decode::get(r, "attempts")?,
+            created_at,
+        };
+        Ok((m, problem))
+    })();
+    Ok(match loaded {
+        Ok((m, problem)) => ClaimedRow::Message(m, problem),
+        Err(e) => ClaimedRow::Unloadable(id, e.to_string()),
+    })
 }
 
 /// An age in seconds as the database computed it, never panicking: a

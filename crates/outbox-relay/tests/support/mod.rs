@@ -29,7 +29,7 @@ pub fn messages(n: usize, topic: &str) -> Vec<Message> {
             aggregate_type: "order".into(),
             aggregate_id: format!("ord-{i}"),
             topic: topic.into(),
-            payload: json!({"order_id": i, "total": 1999, "note": "naïve café ✓", "lines": [{"sku": "a", "qty": 2}]}),
+            payload: json!({"order_id": i, "total": 1999, "note": "naïve café ✓", "lines": [{"sku": "a", "qty": 2}]}).into(),
             headers: [
                 ("traceparent".to_owned(), format!("00-{:032x}-{:016x}-01", i + 1, i + 1)),
                 ("X-Tenant".to_owned(), "acme".to_owned()),

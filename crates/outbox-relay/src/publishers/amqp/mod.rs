@@ -149,7 +149,7 @@ impl Exclusive for AmqpPublisher {
                 continue;
             }
             let env = Envelope::from(m);
-            let body = serde_json::to_vec(&env.payload).expect("JSON values serialize");
+            let body = env.payload.get().as_bytes().to_vec();
             let checked = self.admissible(m, body.len()).and_then(|()| {
                 let (props, size) = self.properties(&env)?;
                 limits::part_size(

@@ -56,8 +56,7 @@ impl HttpPublisher {
 
     async fn post(&self, m: &Message) -> Outcome {
         let env = Envelope::from(m);
-        let body = serde_json::to_vec(&env.to_cloudevent(&self.cfg.source))
-            .expect("JSON values serialize");
+        let body = env.to_cloudevent(&self.cfg.source).into_bytes();
         let id = env.event_id.to_string();
         let timestamp = chrono::Utc::now().timestamp();
         let mut req = self

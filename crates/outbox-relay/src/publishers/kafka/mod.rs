@@ -159,7 +159,7 @@ impl Publisher for KafkaPublisher {
         accepted: &crate::Accepted,
     ) -> Vec<Outcome> {
         let producer = self.current();
-        let bodies: Vec<String> = batch.iter().map(|m| m.payload.to_string()).collect();
+        let bodies: Vec<&str> = batch.iter().map(|m| m.payload.get()).collect();
         let names: Vec<&str> = batch
             .iter()
             .filter(|m| self.check_topic(&m.topic).is_ok())
@@ -191,7 +191,7 @@ impl Publisher for KafkaPublisher {
             }
             let record = FutureRecord::to(&m.topic)
                 .key(&m.aggregate_id)
-                .payload(body)
+                .payload(*body)
                 .headers(headers);
             deliveries.push(
                 producer

@@ -31,7 +31,7 @@ impl Record {
             field::HEADERS.to_owned(),
             serde_json::to_string(&envelope.headers).expect("string map serializes"),
         ));
-        let payload = envelope.payload.to_string();
+        let payload = envelope.payload.get().to_owned();
         Self {
             envelope,
             fields,
@@ -59,7 +59,7 @@ mod tests {
             aggregate_type: "order".into(),
             aggregate_id: "o-1".into(),
             topic: "orders".into(),
-            payload: serde_json::json!({"n": 1, "note": "café"}),
+            payload: serde_json::json!({"n": 1, "note": "café"}).into(),
             headers: [("traceparent".to_owned(), "00-ab-cd-01".to_owned())].into(),
             attempts: 1,
             created_at: chrono::Utc::now(),

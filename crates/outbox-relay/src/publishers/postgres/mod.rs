@@ -77,7 +77,8 @@ impl PostgresPublisher {
         let ids: Vec<i64> = batch.iter().map(|m| m.id).collect();
         let event_ids: Vec<uuid::Uuid> = batch.iter().map(|m| m.event_id).collect();
         let topics: Vec<&str> = batch.iter().map(|m| m.topic.as_str()).collect();
-        let payloads: Vec<&serde_json::Value> = batch.iter().map(|m| &m.payload).collect();
+        // The payload's JSON text, cast back to jsonb by the statement.
+        let payloads: Vec<&str> = batch.iter().map(|m| m.payload.get()).collect();
         // Headers as a JSON object, as producers wrote them (trace context, ...).
         let headers: Vec<serde_json::Value> =
             batch.iter().map(|m| serde_json::json!(m.headers)).collect();

@@ -16,12 +16,28 @@ pub(crate) use ui::UiQueries;
 use outbox::sql::render;
 use outbox::Schema;
 
-/// Columns the relay reads for each claimed message, by name. The
-/// payload is NULL when it is larger than the claim's max message size:
-/// such a row is claimed (to be dead-lettered) but never loaded.
-const CLAIM_COLUMNS: &str = "m.id, m.event_id, m.event_type, m.event_version, m.aggregate_type, \
-     m.aggregate_id, m.topic, CASE WHEN b.size <= $5 THEN m.payload END AS payload, m.headers, m.attempts, \
-     m.created_at, m.locked_at";
+/// Columns the relay reads for each claimed message, by name. A row larger
+/// than the claim's max message size (`b.size`, see [`ROW_BYTES`]) is
+/// claimed (to be dead-lettered) but never loaded: its producer-sized
+/// columns are NULL, and `payload_bytes` says how much of it is payload.
+const CLAIM_COLUMNS: &str = "m.id, m.event_id, \
+     CASE WHEN b.size <= $5 THEN m.event_type END AS event_type, m.event_version, \
+     CASE WHEN b.size <= $5 THEN m.aggregate_type END AS aggregate_type, \
+     CASE WHEN b.size <= $5 THEN m.aggregate_id END AS aggregate_id, \
+     CASE WHEN b.size <= $5 THEN m.topic END AS topic, \
+     CASE WHEN b.size <= $5 THEN m.payload END AS payload, \
+     CASE WHEN b.size <= $5 THEN m.headers END AS headers, \
+     m.attempts, m.created_at, m.locked_at, b.size AS message_bytes, \
+     CASE WHEN b.size > $5 THEN octet_length(m.payload::text)::int8 END AS payload_bytes";
+
+/// A row's size as the relay would load it: every column a producer sizes
+/// (payload and headers as JSON text, the four text columns). Counting the
+/// payload alone let twenty rows with 10 MiB headers take 832 MiB with a
+/// 1 MiB batch budget. `octet_length` of a text column reads its stored
+/// length without detoasting it; the JSON columns are rendered.
+const ROW_BYTES: &str = "(octet_length(payload::text) + octet_length(headers::text) \
+     + octet_length(topic) + octet_length(event_type) \
+     + octet_length(aggregate_type) + octet_length(aggregate_id))::int8";
 
 /// The relay's statements for one schema.
 #[derive(Debug, Clone)]
@@ -29,19 +45,21 @@ pub(crate) struct Queries {
     /// Claim a batch: `$1 int8 limit, $2 relay id, $3 int8 lowest id to
     /// read, $4 int8 batch byte budget, $5 int8 max message bytes` →
     /// [`CLAIM_COLUMNS`], then the claim snapshot's `snapshot_xmin` and
-    /// `snapshot_xmax` (`int8`), then `payload_bytes`, the payload's size in
-    /// bytes (`int8`). Claimable means pending,
+    /// `snapshot_xmax` (`int8`). Claimable means pending,
     /// or failed and due. `SKIP LOCKED` lets many relays claim disjoint
     /// batches without waiting on each other. The snapshot tells the relay
     /// when no transaction that was running at the claim can still commit a
     /// row below what it claimed.
     ///
-    /// The batch stops growing once its payloads pass the byte budget (the
-    /// first row is always taken), and a payload over the max message size
-    /// is not returned, so what one claim loads into the relay is bounded
-    /// whatever a producer wrote. The size is the payload's JSON text, what
-    /// the relay receives: `pg_column_size` would be cheaper but is the
-    /// stored size, which compression can make a hundred times smaller.
+    /// The batch stops growing once its rows pass the byte budget (the
+    /// first row is always taken), and a row over the max message size is
+    /// not loaded, so what one claim loads into the relay is bounded
+    /// whatever a producer wrote. The size is [`ROW_BYTES`], what the relay
+    /// receives: `pg_column_size` would be cheaper but is the stored size,
+    /// which compression can make a hundred times smaller.
+    ///
+    /// `attempts` stops at the integer maximum rather than overflowing: one
+    /// row at `2147483647` failed every claim of every relay.
     /// Window functions cannot share a SELECT with `FOR UPDATE`: rows are
     /// locked in `c`, budgeted in `b`, and only the budgeted ones updated;
     /// the rest are unlocked at commit, unchanged.
@@ -169,10 +187,10 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
     } else {
         ("", "")
     };
-    // An oversized payload counts 0 toward the budget: it is not loaded.
+    // An oversized row counts 0 toward the budget: it is not loaded.
     let ctes = format!(
         "c AS ( \
-           SELECT id, octet_length(payload::text)::int8 AS size FROM {{schema}}.messages \
+           SELECT id, {ROW_BYTES} AS size FROM {{schema}}.messages \
             WHERE id >= $3 AND status IN ('pending', 'failed') AND next_run_at <= now() \
               AND dead_at IS NULL{check}{filter} \
             ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED), \
@@ -185,7 +203,7 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
          s AS MATERIALIZED (SELECT pg_current_snapshot() AS snap)"
     );
     let update = "UPDATE {schema}.messages m \
-            SET status = 'processing', attempts = m.attempts + 1, \
+            SET status = 'processing', attempts = least(m.attempts, 2147483646) + 1, \
                 locked_by = $2, locked_at = now() \
            FROM b, s WHERE m.id = b.id";
     let snapshot = "pg_snapshot_xmin(s.snap)::text::int8 AS snapshot_xmin, \
@@ -193,7 +211,7 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
     if !filtered {
         return format!(
             "WITH {alive}{ctes} {update} \
-             RETURNING {CLAIM_COLUMNS}, {snapshot}, b.size AS payload_bytes{key}"
+             RETURNING {CLAIM_COLUMNS}, {snapshot}{key}"
         );
     }
     // One row even when nothing is claimed (the claimed columns NULL), with
@@ -202,7 +220,7 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
     // what it read (neither the limit nor the byte budget cut it short).
     format!(
         "WITH {alive}{range}{ctes}, \
-         u AS ({update} RETURNING {CLAIM_COLUMNS}, b.size AS payload_bytes{key}) \
+         u AS ({update} RETURNING {CLAIM_COLUMNS}{key}) \
          SELECT u.*, {snapshot}, \
                 CASE WHEN (SELECT count(*) FROM c) < $1 \
                       AND (SELECT count(*) FROM b) = (SELECT count(*) FROM c) \
