@@ -50,6 +50,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!("0007", aggregate_order),
     migration!("0008", sink_envelope),
     migration!("0009", id_after_xid),
+    migration!("0010", row_states),
 ];
 
 /// The decimal number a migration's file name starts with; evaluated at
