@@ -54,13 +54,30 @@ pub use retry::RetryPolicy;
 pub use store::Store;
 
 /// Builds a connection pool for `url` (a libpq-style URL or key=value string).
+///
+/// On a `SQL_ASCII` database each connection asks for `SQL_ASCII` as its
+/// client encoding: such a database stores any byte, and the server refuses
+/// to send a byte that is not UTF-8 to a UTF-8 client, failing the whole
+/// statement (one such row stopped every claim of every relay, and every
+/// `dead list`). Raw, the bytes reach the relay, whose checked reads fail
+/// that row alone, naming the column ([`store::decode`]).
 pub fn pool(url: &str, max_size: usize) -> Result<deadpool_postgres::Pool> {
+    use deadpool_postgres::{HookError, Runtime};
     let mut cfg = deadpool_postgres::Config::new();
     cfg.url = Some(url.to_owned());
     cfg.pool = Some(deadpool_postgres::PoolConfig::new(max_size));
-    cfg.create_pool(
-        Some(deadpool_postgres::Runtime::Tokio1),
-        tokio_postgres::NoTls,
-    )
-    .map_err(|e| Error::Config(format!("bad database URL: {e}")))
+    let bad_url = |e: &dyn std::fmt::Display| Error::Config(format!("bad database URL: {e}"));
+    cfg.builder(tokio_postgres::NoTls)
+        .map_err(|e| bad_url(&e))?
+        .runtime(Runtime::Tokio1)
+        .post_create(deadpool_postgres::Hook::async_fn(|client, _| {
+            Box::pin(async move {
+                client
+                    .batch_execute(store::sql_ascii_raw())
+                    .await
+                    .map_err(HookError::Backend)
+            })
+        }))
+        .build()
+        .map_err(|e| bad_url(&e))
 }

@@ -154,9 +154,15 @@ pub struct TestDatabase {
 impl TestDatabase {
     /// Creates `t_<label>_<random>`.
     pub async fn new(label: &str) -> Self {
+        Self::with_options(label, "").await
+    }
+
+    /// Creates `t_<label>_<random>` with `CREATE DATABASE` options (such as
+    /// `ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`).
+    pub async fn with_options(label: &str, options: &str) -> Self {
         let name = format!("t_{}_{:08x}", label, rand::random::<u32>());
         outbox::validate_identifier(&name).expect("valid test database name");
-        admin(&format!("CREATE DATABASE {name}")).await;
+        admin(&format!("CREATE DATABASE {name} {options}")).await;
         Self { name }
     }
 
@@ -203,16 +209,20 @@ impl Drop for TestDatabase {
             );
             return;
         }
-        let sql = format!(
-            "ALTER DATABASE {n} ALLOW_CONNECTIONS true; DROP DATABASE IF EXISTS {n} WITH (FORCE)",
-            n = self.name
-        );
+        // Two statements, not one batch: PostgreSQL runs a batch in one
+        // implicit transaction, which DROP DATABASE refuses (the database
+        // was left behind after every run).
+        let allow = format!("ALTER DATABASE {} ALLOW_CONNECTIONS true", self.name);
+        let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .ok()?;
-            rt.block_on(async { admin_try(&sql).await })
+            rt.block_on(async {
+                let _ = admin_try(&allow).await;
+                admin_try(&drop).await
+            })
         })
         .join();
     }

@@ -28,9 +28,13 @@ pub(crate) fn decode_error(column: &str, e: &tokio_postgres::Error) -> Error {
     use std::error::Error as _;
     // The driver's own text is "error deserializing column N"; its source
     // says why.
-    let reason = e
-        .source()
-        .map_or_else(|| e.to_string(), ToString::to_string);
+    let reason = match e.source() {
+        Some(s) => match s.downcast_ref::<std::str::Utf8Error>() {
+            Some(u) => not_utf8(u),
+            None => s.to_string(),
+        },
+        None => e.to_string(),
+    };
     Error::Decode {
         column: column.to_owned(),
         reason,

@@ -328,7 +328,10 @@ impl Store {
     pub async fn recorded_migrations(&self) -> Result<Option<Vec<i32>>> {
         let client = self.client().await?;
         let row = client.query_one(&self.q.is_migrated, &[]).await?;
-        let (tables, recorded): (bool, bool) = (row.get("has_tables"), row.get("has_migrations"));
+        let (tables, recorded): (bool, bool) = (
+            decode::get(&row, "has_tables")?,
+            decode::get(&row, "has_migrations")?,
+        );
         if !tables {
             return Ok(None);
         }
@@ -336,7 +339,8 @@ impl Store {
             return Ok(Some(Vec::new()));
         }
         let rows = client.query(&self.q.recorded_migrations, &[]).await?;
-        Ok(Some(rows.iter().map(|r| r.get("version")).collect()))
+        let versions = rows.iter().map(|r| decode::get(r, "version"));
+        Ok(Some(versions.collect::<Result<_>>()?))
     }
 
     /// Claims up to `limit` due messages in one statement.
@@ -434,7 +438,38 @@ impl Store {
     }
 
     /// Settles a batch in one statement, guarded by the lease.
+    ///
+    /// A sent row whose id is already in `messages_sent` (written with an
+    /// id the sequence had given out) would fail the whole statement on the
+    /// sent table's key, and the batch would be published again at every
+    /// lease expiry: those rows go dead instead, their reason saying they
+    /// were published, and the rest settle as asked.
     pub async fn settle_messages(&self, lease: &Lease, p: &SettleParams) -> Result<Settled> {
+        match self.settle_once(lease, p).await {
+            Err(Error::Database(e)) if is_sent_key_clash(&e) => {
+                let client = self.client().await?;
+                let taken: Vec<i64> = client
+                    .query(&self.q.sent_ids_taken, &[&p.sent])
+                    .await?
+                    .iter()
+                    .map(|r| decode::get(r, "id"))
+                    .collect::<Result<_>>()?;
+                let mut p = p.clone();
+                p.sent.retain(|id| !taken.contains(id));
+                p.dead.extend(taken.into_iter().map(|id| {
+                    let reason = format!(
+                        "published, but id {id} is already in messages_sent: kept here, dead, \
+                         so that neither row's history is lost"
+                    );
+                    (id, reason)
+                }));
+                self.settle_once(lease, &p).await
+            }
+            other => other,
+        }
+    }
+
+    async fn settle_once(&self, lease: &Lease, p: &SettleParams) -> Result<Settled> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(&self.q.settle).await?;
         let failed_ids: Vec<i64> = p.failed.iter().map(|f| f.0).collect();
@@ -463,12 +498,14 @@ impl Store {
                 ],
             )
             .await?;
-        let count = |name| u64::try_from(row.get::<_, i64>(name)).unwrap_or(0);
+        let count = |name| -> Result<u64> {
+            Ok(u64::try_from(decode::get::<i64>(&row, name)?).unwrap_or(0))
+        };
         Ok(Settled {
-            sent: count("sent"),
-            failed: count("failed"),
-            dead: count("dead"),
-            released: count("released"),
+            sent: count("sent")?,
+            failed: count("failed")?,
+            dead: count("dead")?,
+            released: count("released")?,
         })
     }
 
@@ -480,10 +517,13 @@ impl Store {
         let rows = client
             .query(&stmt, &[&ids, &lease.relay_id, &lease.locked_at])
             .await?;
-        Ok(rows.first().map(|r| Lease {
-            relay_id: lease.relay_id.clone(),
-            locked_at: r.get("locked_at"),
-        }))
+        match rows.first() {
+            Some(r) => Ok(Some(Lease {
+                relay_id: lease.relay_id.clone(),
+                locked_at: decode::get(r, "locked_at")?,
+            })),
+            None => Ok(None),
+        }
     }
 
     /// Settles `processing` rows whose claim is older than the lease as a
@@ -498,15 +538,16 @@ impl Store {
                 &[&p.lease.as_secs_f64(), &p.max_attempts, &steps, &p.jitter],
             )
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| Reaped {
-                id: r.get("id"),
-                dead: r.get("dead"),
-                next_run_at: r.get("next_run_at"),
-                key: r.get("aggregate_key"),
+        rows.iter()
+            .map(|r| {
+                Ok(Reaped {
+                    id: decode::get(r, "id")?,
+                    dead: decode::get(r, "dead")?,
+                    next_run_at: decode::get(r, "next_run_at")?,
+                    key: decode::get(r, "aggregate_key")?,
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// Message counts by status.
@@ -518,7 +559,8 @@ impl Store {
             .map(|s| (s.to_string(), 0))
             .collect();
         for r in rows {
-            *counts.entry(r.get("status")).or_default() += r.get::<_, i64>("count");
+            let status: decode::Lossy = decode::get(&r, "status")?;
+            *counts.entry(status.0).or_default() += decode::get::<i64>(&r, "count")?;
         }
         Ok(counts)
     }
@@ -527,8 +569,17 @@ impl Store {
     pub async fn oldest_pending_age(&self) -> Result<Option<Duration>> {
         let client = self.client().await?;
         let row = client.query_opt(&self.q.oldest_pending_age, &[]).await?;
-        Ok(row.map(|r| age_seconds(r.get("age_seconds"))))
+        match row {
+            Some(r) => Ok(Some(age_seconds(decode::get(&r, "age_seconds")?))),
+            None => Ok(None),
+        }
     }
+}
+
+/// Run on each new connection (see [`crate::pool`]): on a `SQL_ASCII`
+/// database, no conversion of what the server sends.
+pub(crate) fn sql_ascii_raw() -> &'static str {
+    sql::SQL_ASCII_RAW
 }
 
 /// The text of statement `name` for `schema` (`claim`, `stats.backlog`,
@@ -611,6 +662,14 @@ fn claimed_row(r: &Row, max_message_bytes: i64) -> Result<ClaimedRow> {
     Ok(match loaded {
         Ok((m, problem)) => ClaimedRow::Message(m, problem),
         Err(e) => ClaimedRow::Unloadable(id, e.to_string()),
+    })
+}
+
+/// Whether `e` is a unique violation on `messages_sent`'s key.
+fn is_sent_key_clash(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|d| {
+        *d.code() == tokio_postgres::error::SqlState::UNIQUE_VIOLATION
+            && d.constraint() == Some("messages_sent_pkey")
     })
 }
 

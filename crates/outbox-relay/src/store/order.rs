@@ -1,6 +1,7 @@
 //! The statements behind per-aggregate order: bucket leases and the
 //! refreshes of what a relay holds back. One function per statement.
 
+use super::decode;
 use super::Store;
 use crate::Result;
 
@@ -99,14 +100,14 @@ impl Store {
             .await?;
         let mut beat = Heartbeat::default();
         for r in rows {
-            beat.renewed = r.get("renewed");
-            beat.other_modes = r.get("other_modes");
-            let Some(bucket) = r.get::<_, Option<i32>>("bucket") else {
+            beat.renewed = decode::get(&r, "renewed")?;
+            beat.other_modes = decode::get(&r, "other_modes")?;
+            let Some(bucket) = decode::get::<Option<i32>>(&r, "bucket")? else {
                 continue;
             };
             let b = usize::try_from(bucket).unwrap_or(0) % BUCKETS;
             beat.owned.insert(b);
-            if r.get::<_, bool>("gained") {
+            if decode::get::<bool>(&r, "gained")? {
                 beat.gained.insert(b);
             }
         }
@@ -129,10 +130,14 @@ impl Store {
         let rows = client
             .query(&self.q.held_in_buckets, &[&buckets.as_bytes()])
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get("aggregate_key"), r.get("lowest_id")))
-            .collect())
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    decode::get(r, "aggregate_key")?,
+                    decode::get(r, "lowest_id")?,
+                ))
+            })
+            .collect()
     }
 
     /// For each `(key, id)`, the aggregate's lowest live message at or
@@ -141,10 +146,15 @@ impl Store {
         let client = self.client().await?;
         let (keys, ids): (Vec<i64>, Vec<i64>) = heads.iter().copied().unzip();
         let rows = client.query(&self.q.next_live, &[&keys, &ids]).await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get("aggregate_key"), r.get("from_id"), r.get("lowest_id")))
-            .collect())
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    decode::get(r, "aggregate_key")?,
+                    decode::get(r, "from_id")?,
+                    decode::get(r, "lowest_id")?,
+                ))
+            })
+            .collect()
     }
 }
 

@@ -16,6 +16,14 @@ pub(crate) use ui::UiQueries;
 use outbox::sql::render;
 use outbox::Schema;
 
+/// Run once per new connection: a `SQL_ASCII` database stores any byte,
+/// and the server refuses to send one that is not UTF-8 to a UTF-8 client
+/// (failing the whole statement); a `SQL_ASCII` client gets the bytes as
+/// stored. Any other database keeps UTF-8, converted by the server.
+pub(crate) const SQL_ASCII_RAW: &str = "DO $enc$ BEGIN \
+       IF current_setting('server_encoding') = 'SQL_ASCII' THEN SET client_encoding = 'SQL_ASCII'; END IF; \
+     END $enc$";
+
 /// Columns the relay reads for each claimed message, by name. A row larger
 /// than the claim's max message size (`b.size`, see [`ROW_BYTES`]) is
 /// claimed (to be dead-lettered) but never loaded: its producer-sized
@@ -108,13 +116,19 @@ pub(crate) struct Queries {
     /// go back to pending with the claim's attempt given back (the
     /// destination was down, or the relay is shutting down).
     pub(crate) settle: String,
+    /// Which of `$1 int8[]` ids are already in `messages_sent` → `id`. Only
+    /// after a settle failed on the sent table's key: a row written with an
+    /// id the sequence had already given out (by hand, or after `setval`).
+    pub(crate) sent_ids_taken: String,
     /// Extend a batch's lease: `$1 int8[] ids, $2 relay id, $3 timestamptz
     /// old locked_at` → the new `locked_at` of each row still held.
     pub(crate) extend_lease: String,
     /// Lease reaper: `$1 float8 lease seconds, $2 int4 max attempts,
     /// $3 float8[] backoff steps in seconds (the last repeats), $4 float8
     /// jitter fraction` → `(id, dead bool, next_run_at, aggregate_key int8)` of each `processing`
-    /// row whose claim is older than the lease. The expiry counts as a failed
+    /// row whose claim is older than the lease (or has no lease, or one taken
+    /// more than a lease in the future: states migration 10 refuses, still
+    /// taken back if written before it). The expiry counts as a failed
     /// attempt: a row that makes its relay die would otherwise come back at
     /// once, forever. Below max attempts the row goes `failed`, due after the
     /// backoff for its attempts; at max attempts it goes `dead`. Both record
@@ -297,6 +311,7 @@ impl Queries {
                         (SELECT count(*) FROM failed) AS failed, \
                         (SELECT count(*) FROM dead) AS dead, \
                         (SELECT count(*) FROM released) AS released"),
+            sent_ids_taken: r("SELECT id FROM {schema}.messages_sent WHERE id = ANY($1::int8[])"),
             extend_lease: r("UPDATE {schema}.messages SET locked_at = now() \
                   WHERE id = ANY($1::int8[]) AND status = 'processing' \
                     AND locked_by = $2 AND locked_at = $3 \
@@ -305,15 +320,20 @@ impl Queries {
             // holder, whose lease then still counts; the next pass sees it.
             reap_expired: r("WITH expired AS ( \
                    SELECT id, attempts >= $2 AS dead, \
-                          format('lease expired (relay %s claimed it at %s) after %s attempt%s', \
+                          CASE WHEN locked_by IS NULL OR locked_at IS NULL \
+                               THEN format('processing without a lease after %s attempt%s', \
+                                           attempts, CASE WHEN attempts = 1 THEN '' ELSE 's' END) \
+                               ELSE format('lease expired (relay %s claimed it at %s) after %s attempt%s', \
                                  locked_by, \
                                  to_char(locked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), \
-                                 attempts, CASE WHEN attempts = 1 THEN '' ELSE 's' END) AS reason, \
+                                 attempts, CASE WHEN attempts = 1 THEN '' ELSE 's' END) END AS reason, \
                           ($3::float8[])[least(greatest(attempts, 1), cardinality($3::float8[]))] \
                             * (1 + $4::float8 * (2 * random() - 1)) AS delay \
                      FROM {schema}.messages \
                     WHERE status = 'processing' \
-                      AND locked_at < now() - $1::float8 * interval '1 second' \
+                      AND (locked_at IS NULL OR locked_by IS NULL \
+                           OR locked_at < now() - $1::float8 * interval '1 second' \
+                           OR locked_at > now() + $1::float8 * interval '1 second') \
                     FOR UPDATE SKIP LOCKED) \
                  UPDATE {schema}.messages m \
                     SET status = CASE WHEN e.dead THEN 'dead' ELSE 'failed' END, \
@@ -326,7 +346,7 @@ impl Queries {
                         next_run_at = CASE WHEN e.dead THEN m.next_run_at \
                           ELSE now() + make_interval(secs => e.delay) END \
                    FROM expired e WHERE m.id = e.id \
-                 RETURNING m.id, e.dead, m.next_run_at, \
+                 RETURNING m.id, e.dead, CASE WHEN e.dead THEN now() ELSE m.next_run_at END AS next_run_at, \
                    {schema}.aggregate_key(m.aggregate_type, m.aggregate_id) AS aggregate_key"),
             listen: format!("LISTEN \"{}\"", schema.notify_channel()),
             is_migrated: format!(
