@@ -153,10 +153,10 @@ pub const KEYS: &[Key] = &[
     Key {
         default: || Some(bytes_text(d().max_batch_bytes)),
         help: || {
-            "A claim stops adding messages once their payloads pass this size (it always takes one), e.g. 16MiB".into()
+            "A claim stops adding messages once they pass this size, payload, headers and text columns counted (it always takes one), e.g. 16MiB".into()
         },
         doc: || {
-            "a claim stops adding rows once their payloads reach this (it always takes one), so memory stays bounded whatever producers write; `KiB`/`MiB`/`GiB`".into()
+            "a claim stops adding rows once they reach this, payload, headers and text columns counted (it always takes one), so memory stays bounded whatever producers write; `KiB`/`MiB`/`GiB`".into()
         },
         ..key(
             "max_batch_bytes",
@@ -167,11 +167,11 @@ pub const KEYS: &[Key] = &[
     Key {
         default: || Some(bytes_text(d().max_message_bytes)),
         help: || {
-            "A payload larger than this is never loaded: the message goes dead naming the limit"
+            "A message (payload, headers and text columns) larger than this is never loaded: it goes dead naming the limit"
                 .into()
         },
         doc: || {
-            format!("a row whose payload text is larger is never loaded: it goes dead, \"payload of N bytes exceeds the limit of M bytes\" (twice the library's `{}` enqueue limit, which counts compact JSON)", bytes_text(outbox::DEFAULT_MAX_PAYLOAD_BYTES))
+            format!("a row larger than this (payload and headers as JSON text, plus topic, event type, aggregate type and id) is never loaded: it goes dead, \"message of N bytes (payload P bytes) exceeds the limit of M bytes\" (twice the library's `{}` payload limit, which counts compact JSON)", bytes_text(outbox::DEFAULT_MAX_PAYLOAD_BYTES))
         },
         ..key(
             "max_message_bytes",
