@@ -185,7 +185,7 @@ impl Gates {
                         e.known
                             .iter()
                             .find(|k| ids.binary_search(k).is_err())
-                            .map_or(i64::MAX, |k| k - 1),
+                            .map_or(i64::MAX, |k| k.saturating_sub(1)),
                     ),
                 }
             };
