@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::net::{free_port, get, wait_for, Running};
+use common::net::{free_port, get, Running};
 use common::{outbox, run};
 use outbox_testkit::{database_url, TestSchema};
 use proptest::prelude::*;
