@@ -65,9 +65,7 @@ async fn latency_in(
         notify,
         ..RelayConfig::default()
     };
-    let listen = url
-        .parse()
-        .map_err(|e| Error::Config(format!("bad database URL: {e}")))?;
+    let listen = url.parse::<outbox_relay::connect::Target>()?;
     let relay = Relay::new(
         Store::new(pool.clone(), schema.clone()),
         PostgresPublisher::new(pool.clone(), schema, "bench"),
@@ -169,10 +167,7 @@ pub async fn idle_queries_per_second(
                 ..RelayConfig::default()
             },
         )?
-        .with_listener(
-            url.parse()
-                .map_err(|e| Error::Config(format!("bad database URL: {e}")))?,
-        );
+        .with_listener(url.parse::<outbox_relay::connect::Target>()?);
         let stop = CancellationToken::new();
         let measure = async {
             tokio::time::sleep(Duration::from_secs(2)).await; // past start-up

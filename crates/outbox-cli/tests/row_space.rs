@@ -57,7 +57,11 @@ fn shown(v: &str) -> String {
     if v.len() <= 60 {
         format!("{v:?}")
     } else {
-        format!("{:?}… ({} bytes)", v.chars().take(20).collect::<String>(), v.len())
+        format!(
+            "{:?}… ({} bytes)",
+            v.chars().take(20).collect::<String>(),
+            v.len()
+        )
     }
 }
 
@@ -65,8 +69,14 @@ impl std::fmt::Debug for Hostile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hostile")
             .field("event_type", &format_args!("{}", shown(&self.event_type)))
-            .field("aggregate_type", &format_args!("{}", shown(&self.aggregate_type)))
-            .field("aggregate_id", &format_args!("{}", shown(&self.aggregate_id)))
+            .field(
+                "aggregate_type",
+                &format_args!("{}", shown(&self.aggregate_type)),
+            )
+            .field(
+                "aggregate_id",
+                &format_args!("{}", shown(&self.aggregate_id)),
+            )
             .field("topic", &format_args!("{}", shown(&self.topic)))
             .field("payload", &format_args!("{}", shown(&self.payload)))
             .field("headers", &format_args!("{}", shown(&self.headers)))
@@ -166,7 +176,12 @@ fn state() -> impl Strategy<Value = State> {
             0..5
         ],
         // Never a finite time in the future: that is a schedule, honoured.
-        prop::sample::select(vec!["now", "-infinity", "infinity", "2000-01-01 00:00:00+00"]),
+        prop::sample::select(vec![
+            "now",
+            "-infinity",
+            "infinity",
+            "2000-01-01 00:00:00+00",
+        ]),
         time(),
         prop::bool::weighted(0.15),
     )
@@ -358,7 +373,14 @@ async fn case(roles: &(String, String), rows: Vec<Hostile>) -> Result<(), TestCa
     let t = TestSchema::new("row_space").await;
     let (ok, _, err) = run(&mut outbox(
         t.name(),
-        &["grants", "--producer", producer, "--relay", relay_role, "--apply"],
+        &[
+            "grants",
+            "--producer",
+            producer,
+            "--relay",
+            relay_role,
+            "--apply",
+        ],
     ));
     prop_assert!(ok, "grants: {}", err);
     let written = write(&t, producer, &rows).await;
@@ -488,12 +510,17 @@ async fn case(roles: &(String, String), rows: Vec<Hostile>) -> Result<(), TestCa
 fn every_row_the_schema_takes_is_sent_or_dead_and_every_view_answers() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let suffix = format!("{:08x}", rand::random::<u32>());
-    let roles = (format!("t_rs_producer_{suffix}"), format!("t_rs_relay_{suffix}"));
+    let roles = (
+        format!("t_rs_producer_{suffix}"),
+        format!("t_rs_relay_{suffix}"),
+    );
     let (producer, relay) = (&roles.0, &roles.1);
     rt.block_on(async {
         connect(&database_url())
             .await
-            .batch_execute(&format!("CREATE ROLE {producer} LOGIN; CREATE ROLE {relay} LOGIN"))
+            .batch_execute(&format!(
+                "CREATE ROLE {producer} LOGIN; CREATE ROLE {relay} LOGIN"
+            ))
             .await
             .unwrap();
     });

@@ -27,6 +27,7 @@
 pub mod archive;
 pub mod backlog;
 mod clock;
+pub mod connect;
 pub mod dead;
 mod debug;
 pub mod envelope;
@@ -53,7 +54,8 @@ pub use relay::{PassStats, PublishedBatch, Relay, RelayConfig};
 pub use retry::RetryPolicy;
 pub use store::Store;
 
-/// Builds a connection pool for `url` (a libpq-style URL or key=value string).
+/// Builds a connection pool for `url` (a libpq-style URL or key=value
+/// string, with libpq's TLS parameters: [`connect`]).
 ///
 /// On a `SQL_ASCII` database each connection asks for `SQL_ASCII` as its
 /// client encoding: such a database stores any byte, and the server refuses
@@ -62,13 +64,17 @@ pub use store::Store;
 /// `dead list`). Raw, the bytes reach the relay, whose checked reads fail
 /// that row alone, naming the column ([`store::decode`]).
 pub fn pool(url: &str, max_size: usize) -> Result<deadpool_postgres::Pool> {
-    use deadpool_postgres::{HookError, Runtime};
-    let mut cfg = deadpool_postgres::Config::new();
-    cfg.url = Some(url.to_owned());
-    cfg.pool = Some(deadpool_postgres::PoolConfig::new(max_size));
-    let bad_url = |e: &dyn std::fmt::Display| Error::Config(format!("bad database URL: {e}"));
-    cfg.builder(tokio_postgres::NoTls)
-        .map_err(|e| bad_url(&e))?
+    use deadpool_postgres::{HookError, Manager, ManagerConfig, RecyclingMethod, Runtime};
+    let target = connect::target(url)?;
+    let manager = Manager::from_config(
+        target.config,
+        target.tls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    deadpool_postgres::Pool::builder(manager)
+        .max_size(max_size)
         .runtime(Runtime::Tokio1)
         .post_create(deadpool_postgres::Hook::async_fn(|client, _| {
             Box::pin(async move {
@@ -79,5 +85,5 @@ pub fn pool(url: &str, max_size: usize) -> Result<deadpool_postgres::Pool> {
             })
         }))
         .build()
-        .map_err(|e| bad_url(&e))
+        .map_err(|e| Error::Config(format!("bad database URL: {e}")))
 }

@@ -12,20 +12,20 @@
 use futures_util::StreamExt;
 use std::time::Duration;
 use tokio::sync::Notify;
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 use tokio_util::sync::CancellationToken;
 
 /// Runs until `shutdown`; wakes one pipeline on every notification. `listen` is
 /// the `LISTEN` statement (`Store::listen_statement`).
 pub(crate) async fn listen(
-    config: tokio_postgres::Config,
+    target: crate::connect::Target,
     listen: String,
     wake: &Notify,
     shutdown: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(100);
     while !shutdown.is_cancelled() {
-        match config.connect(NoTls).await {
+        match target.config.connect(target.tls.clone()).await {
             Ok((client, mut conn)) => {
                 let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
                 let driver = tokio::spawn(async move {

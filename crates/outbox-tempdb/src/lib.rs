@@ -16,12 +16,52 @@ pub struct EmbeddedPostgres {
     port: u16,
     owner: Option<(u32, u32)>,
     fsync: bool,
+    /// `-c` settings added at every start (TLS).
+    settings: Vec<String>,
 }
 
 impl EmbeddedPostgres {
     /// Starts a cluster, or explains why none can be started. `fsync`
     /// off suits a demo; benchmarks keep it on to measure what production sees.
     pub fn start(fsync: bool) -> anyhow::Result<Self> {
+        let me = Self::init(fsync)?;
+        me.start_server()?;
+        Ok(me)
+    }
+
+    /// Starts a cluster that accepts only TLS connections over TCP (the
+    /// socket stays plain), serving the certificate `cert` with its key
+    /// `key` (PEM files, copied into the cluster's directory): a managed
+    /// database's policy, for tests of the relay's TLS.
+    pub fn start_tls_only(cert: &Path, key: &Path) -> anyhow::Result<Self> {
+        let mut me = Self::init(false)?;
+        let data = me.data_dir();
+        for (from, name) in [(cert, "server.crt"), (key, "server.key")] {
+            let to = data.join(name);
+            std::fs::copy(from, &to).with_context(|| format!("cannot copy {}", from.display()))?;
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o600))?;
+            if let Some((uid, gid)) = me.owner {
+                std::os::unix::fs::chown(&to, Some(uid), Some(gid))?;
+            }
+        }
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\n\
+             hostssl all all 127.0.0.1/32 trust\n\
+             hostnossl all all 127.0.0.1/32 reject\n",
+        )?;
+        me.settings = vec![
+            "ssl=on".into(),
+            "ssl_cert_file=server.crt".into(),
+            "ssl_key_file=server.key".into(),
+        ];
+        me.start_server()?;
+        Ok(me)
+    }
+
+    /// A fresh cluster, not started.
+    fn init(fsync: bool) -> anyhow::Result<Self> {
         let Some(bin) = find_bin_dir() else {
             bail!(
                 "no database given and no local PostgreSQL installation (initdb, pg_ctl) found \
@@ -45,6 +85,7 @@ impl EmbeddedPostgres {
             port,
             owner,
             fsync,
+            settings: Vec::new(),
         };
         let data = me.data_dir();
         me.run(
@@ -61,19 +102,22 @@ impl EmbeddedPostgres {
                 "--no-sync".as_ref(),
             ],
         )?;
-        me.start_server()?;
         Ok(me)
     }
 
     /// Starts the server (again) on the same port and data.
     pub fn start_server(&self) -> anyhow::Result<()> {
         let data = self.data_dir();
-        let opts = format!(
+        let mut opts = format!(
             "-p {} -c listen_addresses=127.0.0.1 -k {} -c fsync={}",
             self.port,
             self.dir.path().display(),
             if self.fsync { "on" } else { "off" }
         );
+        for s in &self.settings {
+            opts.push_str(" -c ");
+            opts.push_str(s);
+        }
         let log = self.dir.path().join("server.log");
         self.run(
             "pg_ctl",
@@ -110,6 +154,11 @@ impl EmbeddedPostgres {
     /// The connection URL.
     pub fn url(&self) -> String {
         format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+    }
+
+    /// The port it listens on (127.0.0.1).
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     /// Where the cluster lives.

@@ -96,8 +96,10 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     };
     // Shared with the readiness probe, which checks the same destination.
     let publisher = Arc::new(AnyPublisher::from_url(&settings.publisher, &ctx).await?);
-    let listen_config: tokio_postgres::Config = url.parse()?;
-    let relay = Relay::new(store, publisher.clone(), config)?.with_listener(listen_config.clone());
+    let target = outbox_relay::connect::target(&url)?;
+    let listen_config = target.config.clone();
+    let tls = target.mode;
+    let relay = Relay::new(store, publisher.clone(), config)?.with_listener(target);
     if args.once {
         relay.reap().await?;
         let pass = relay.run_once().await;
@@ -136,6 +138,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
         version = env!("CARGO_PKG_VERSION"),
         relay_id = %c.relay_id,
         database,
+        tls = ?tls,
         schema = %settings.schema,
         publisher = %outbox_relay::redact::redact(&settings.publisher),
         pipelines = c.concurrency,

@@ -185,10 +185,13 @@ pub fn database_url(s: &str) -> Result<String, String> {
             "expected a URL such as postgres://user@host:5432/db or key=value pairs".into(),
         );
     }
-    // tokio-postgres's own parser, so a URL accepted here also connects;
-    // its message never contains the password.
-    s.parse::<tokio_postgres::Config>()
-        .map_err(|e| format!("not a valid connection string: {e}"))?;
+    // The relay's own parser (tokio-postgres's, with libpq's TLS
+    // parameters), so a URL accepted here also connects, its certificate
+    // files read; its message never contains the password.
+    outbox_relay::connect::target(s).map_err(|e| match e {
+        outbox_relay::Error::Config(m) => m,
+        other => format!("not a valid connection string: {other}"),
+    })?;
     Ok(s.to_owned())
 }
 

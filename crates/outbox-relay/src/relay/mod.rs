@@ -144,7 +144,7 @@ pub struct Relay<P> {
     clock: Arc<dyn Clock>,
     breaker: Breaker,
     limiter: Option<DefaultDirectRateLimiter>,
-    listen: Option<tokio_postgres::Config>,
+    listen: Option<crate::connect::Target>,
     /// Where claims start reading; shared by the pipelines.
     cursor: Mutex<ClaimCursor>,
     /// Per-aggregate order: registration, buckets, gates.
@@ -188,8 +188,8 @@ impl<P: Publisher> Relay<P> {
 
     /// Where to LISTEN for producers' notifications (the outbox database).
     /// Without it, or with `notify` off, [`Relay::run`] polls.
-    pub fn with_listener(mut self, config: tokio_postgres::Config) -> Self {
-        self.listen = Some(config);
+    pub fn with_listener(mut self, target: crate::connect::Target) -> Self {
+        self.listen = Some(target);
         self
     }
 

@@ -25,9 +25,9 @@ impl<P: Publisher> Relay<P> {
         let wake = Notify::new();
         let listening = self.config.notify && self.listen.is_some();
         let listener = async {
-            if let (true, Some(cfg)) = (listening, &self.listen) {
+            if let (true, Some(target)) = (listening, &self.listen) {
                 let statement = self.store.listen_statement().to_owned();
-                listen(cfg.clone(), statement, &wake, shutdown.clone()).await;
+                listen(target.clone(), statement, &wake, shutdown.clone()).await;
             }
         };
         let hard_stop = CancellationToken::new();
