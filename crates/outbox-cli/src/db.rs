@@ -15,7 +15,23 @@ pub fn require_url(url: Option<String>) -> anyhow::Result<String> {
 /// A pool on `url`, checked by opening one connection, so a wrong URL fails
 /// here with one sentence instead of later.
 pub async fn connect(url: &str, max_size: usize) -> anyhow::Result<deadpool_postgres::Pool> {
-    let pool = outbox_relay::pool(url, max_size)?;
+    connect_as(
+        url,
+        max_size,
+        outbox_relay::connect::DEFAULT_APPLICATION_NAME,
+    )
+    .await
+}
+
+/// [`connect`], the connections named `name` in `pg_stat_activity`
+/// unless the URL names them.
+pub async fn connect_as(
+    url: &str,
+    max_size: usize,
+    name: &str,
+) -> anyhow::Result<deadpool_postgres::Pool> {
+    let target = outbox_relay::connect::target(url)?.named(name);
+    let pool = outbox_relay::pool_for(target, max_size)?;
     // The connection goes back to the pool: it only proved the URL works.
     drop(
         pool.get()

@@ -200,7 +200,7 @@ fn the_relay_and_the_cli_speak_tls_with_libpq_modes() {
     rt.block_on(client.batch_execute(insert)).unwrap();
     let metrics = free_port();
     let addr = format!("127.0.0.1:{metrics}");
-    let mut cmd = bare(&["relay", "--metrics-addr", &addr]);
+    let mut cmd = bare(&["relay", "--metrics-addr", &addr, "--relay-id", "tls-relay"]);
     cmd.env("DATABASE_URL", &full)
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -226,4 +226,14 @@ fn the_relay_and_the_cli_speak_tls_with_libpq_modes() {
         "every TCP connection is encrypted"
     );
     assert_eq!(get(metrics, "/healthz").map(|r| r.0), Some(200));
+    // Each of the relay's connections, LISTEN's too, carries its relay id.
+    assert!(
+        count(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tls-relay' \
+               AND query LIKE 'LISTEN%'"
+        ) == 1
+    );
+    assert!(
+        count("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'tls-relay'") >= 2
+    );
 }

@@ -58,9 +58,32 @@ pub struct Target {
     pub tls: Tls,
     /// The mode asked for.
     pub mode: SslMode,
+    /// Whether the connection string set `application_name`.
+    named_by_user: bool,
 }
 
 crate::debug::debug_showing!(Target { mode, .. });
+
+/// `application_name` unless the string sets one, so an operator sees
+/// whose connection it is in `pg_stat_activity` (the relay names its own
+/// with its relay id: [`Target::named`]).
+pub const DEFAULT_APPLICATION_NAME: &str = "outbox";
+
+/// `connect_timeout` unless the string sets one: a server that does not
+/// answer (a partition drops packets rather than refusing them) fails the
+/// connection attempt after this instead of the kernel's minutes.
+pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl Target {
+    /// The target with `application_name` set to `name`, unless the
+    /// connection string set one itself.
+    pub fn named(mut self, name: &str) -> Self {
+        if !self.named_by_user {
+            self.config.application_name(name);
+        }
+        self
+    }
+}
 
 /// The TLS parameters taken out of a connection string.
 const TLS_KEYS: [&str; 4] = ["sslmode", "sslrootcert", "sslcert", "sslkey"];
@@ -106,6 +129,13 @@ pub fn target(url: &str) -> Result<Target> {
             )))
         }
     };
+    let named_by_user = config.get_application_name().is_some();
+    if !named_by_user {
+        config.application_name(DEFAULT_APPLICATION_NAME);
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(DEFAULT_CONNECT_TIMEOUT);
+    }
     config.ssl_mode(match mode {
         SslMode::Disable => PgSslMode::Disable,
         SslMode::Prefer => PgSslMode::Prefer,
@@ -116,6 +146,7 @@ pub fn target(url: &str) -> Result<Target> {
         config,
         tls: Tls::new(client),
         mode,
+        named_by_user,
     })
 }
 

@@ -64,8 +64,12 @@ pub use store::Store;
 /// `dead list`). Raw, the bytes reach the relay, whose checked reads fail
 /// that row alone, naming the column ([`store::decode`]).
 pub fn pool(url: &str, max_size: usize) -> Result<deadpool_postgres::Pool> {
+    pool_for(connect::target(url)?, max_size)
+}
+
+/// [`pool`] on a parsed target (one [`connect::Target::named`], say).
+pub fn pool_for(target: connect::Target, max_size: usize) -> Result<deadpool_postgres::Pool> {
     use deadpool_postgres::{HookError, Manager, ManagerConfig, RecyclingMethod, Runtime};
-    let target = connect::target(url)?;
     let manager = Manager::from_config(
         target.config,
         target.tls,

@@ -85,7 +85,12 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     // get their own, so a busy relay does not turn unready waiting for one.
     // The operator page at `/` counts on one more, only while it is watched.
     let observers = if metrics.is_some() { 4 } else { 0 };
-    let pool = crate::db::connect(&url, 2 * config.concurrency + 2 + observers).await?;
+    let pool = crate::db::connect_as(
+        &url,
+        2 * config.concurrency + 2 + observers,
+        &config.relay_id,
+    )
+    .await?;
     let schema = settings.schema.clone();
     let store = Store::new(pool.clone(), schema.clone());
     store.check_migrated().await?;
@@ -96,7 +101,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     };
     // Shared with the readiness probe, which checks the same destination.
     let publisher = Arc::new(AnyPublisher::from_url(&settings.publisher, &ctx).await?);
-    let target = outbox_relay::connect::target(&url)?;
+    let target = outbox_relay::connect::target(&url)?.named(&config.relay_id);
     let listen_config = target.config.clone();
     let tls = target.mode;
     let relay = Relay::new(store, publisher.clone(), config)?.with_listener(target);
