@@ -1,5 +1,6 @@
 //! Observability statements: one function per statement.
 
+use super::decode::{get, Lossy};
 use super::Store;
 use crate::Result;
 use std::collections::BTreeMap;
@@ -41,10 +42,10 @@ impl Store {
         let stmt = client.prepare_cached(&self.q.stats.backlog).await?;
         let row = client.query_one(&stmt, &[]).await?;
         Ok(Backlog {
-            pending: row.get("pending"),
-            processing: row.get("processing"),
-            failed: row.get("failed"),
-            dead: row.get("dead"),
+            pending: get(&row, "pending")?,
+            processing: get(&row, "processing")?,
+            failed: get(&row, "failed")?,
+            dead: get(&row, "dead")?,
         })
     }
 
@@ -58,22 +59,37 @@ impl Store {
         let rows = client.query(&self.q.stats.by_topic, &[&topic]).await?;
         let mut out: BTreeMap<String, TopicCounts> = BTreeMap::new();
         for r in rows {
-            *out.entry(r.get("topic"))
+            // Lossy: two topics differing only in bytes that are not UTF-8
+            // share a line, their counts added.
+            *out.entry(get::<Lossy>(&r, "topic")?.0)
                 .or_default()
-                .entry(r.get("status"))
-                .or_default() += r.get::<_, i64>("count");
+                .entry(get::<Lossy>(&r, "status")?.0)
+                .or_default() += get::<i64>(&r, "count")?;
         }
         Ok(out)
     }
 
-    /// Age of the oldest message waiting to be published (of `topic`, if given).
+    /// Age of the oldest message waiting to be published (of `topic`, if
+    /// given): the oldest claimable one, or an older row left `pending` or
+    /// `failed` with a `dead_at` (never claimed, so waiting forever).
     pub async fn oldest_pending_age_of(&self, topic: Option<&str>) -> Result<Option<Duration>> {
         let client = self.pool.get().await?;
-        let stmt = client
-            .prepare_cached(&self.q.stats.oldest_pending_age)
-            .await?;
-        let row = client.query_opt(&stmt, &[&topic]).await?;
-        Ok(row.map(|r| super::age_seconds(r.get("age_seconds"))))
+        let mut oldest: Option<(i64, f64)> = None;
+        // Two statements, not one: the first keeps its plan (the claimable
+        // index, read from its start); the second reads the dead index.
+        for sql in [
+            &self.q.stats.oldest_pending_age,
+            &self.q.stats.oldest_pending_with_dead_at,
+        ] {
+            let stmt = client.prepare_cached(sql).await?;
+            if let Some(r) = client.query_opt(&stmt, &[&topic]).await? {
+                let row = (get::<i64>(&r, "id")?, get::<f64>(&r, "age_seconds")?);
+                if oldest.map_or(true, |(id, _)| row.0 < id) {
+                    oldest = Some(row);
+                }
+            }
+        }
+        Ok(oldest.map(|(_, age)| super::age_seconds(age)))
     }
 
     /// One round trip to the database: the readiness probe.
