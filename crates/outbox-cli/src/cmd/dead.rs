@@ -225,7 +225,7 @@ impl<'a> Shown<'a> {
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 enum ListedRow<'a> {
-    Message(Shown<'a>),
+    Message(Box<Shown<'a>>),
     Unreadable {
         id: i64,
         unreadable: &'a outbox_relay::dead::UnreadableRow,
@@ -235,7 +235,7 @@ enum ListedRow<'a> {
 impl<'a> ListedRow<'a> {
     fn of(row: &'a DeadRow) -> Self {
         match row {
-            Ok(m) => Self::Message(Shown::of(m, LIST_TEXT, LIST_JSON)),
+            Ok(m) => Self::Message(Box::new(Shown::of(m, LIST_TEXT, LIST_JSON))),
             Err(bad) => Self::Unreadable {
                 id: bad.id,
                 unreadable: bad,
