@@ -36,7 +36,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     store.check_migrated().await?;
     let topic = args.topic.as_deref();
     let by_topic = store.count_by_topic(topic).await?;
-    let oldest = store.oldest_pending_age_of(topic).await?;
+    let oldest = store.oldest_waiting_age_of(topic).await?;
     let mut totals = TopicCounts::new();
     for counts in by_topic.values() {
         for (status, n) in counts {

@@ -69,27 +69,46 @@ impl Store {
         Ok(out)
     }
 
+    /// Age of the oldest claimable message waiting to be published (of
+    /// `topic`, if given), from the claimable index: one index scan, for
+    /// the operator page's snapshot, which counts its scans.
+    pub async fn oldest_pending_age_of(&self, topic: Option<&str>) -> Result<Option<Duration>> {
+        Ok(self
+            .oldest_of(&self.q.stats.oldest_pending_age, topic)
+            .await?
+            .map(|(_, age)| super::age_seconds(age)))
+    }
+
     /// Age of the oldest message waiting to be published (of `topic`, if
     /// given): the oldest claimable one, or an older row left `pending` or
-    /// `failed` with a `dead_at` (never claimed, so waiting forever).
-    pub async fn oldest_pending_age_of(&self, topic: Option<&str>) -> Result<Option<Duration>> {
-        let client = self.pool.get().await?;
-        let mut oldest: Option<(i64, f64)> = None;
+    /// `failed` with a `dead_at` (never claimed, so waiting forever). For
+    /// `outbox stats` and the backlog gauge.
+    pub async fn oldest_waiting_age_of(&self, topic: Option<&str>) -> Result<Option<Duration>> {
         // Two statements, not one: the first keeps its plan (the claimable
         // index, read from its start); the second reads the dead index.
-        for sql in [
-            &self.q.stats.oldest_pending_age,
-            &self.q.stats.oldest_pending_with_dead_at,
-        ] {
-            let stmt = client.prepare_cached(sql).await?;
-            if let Some(r) = client.query_opt(&stmt, &[&topic]).await? {
-                let row = (get::<i64>(&r, "id")?, get::<f64>(&r, "age_seconds")?);
-                if oldest.map_or(true, |(id, _)| row.0 < id) {
-                    oldest = Some(row);
-                }
-            }
-        }
+        let claimable = self
+            .oldest_of(&self.q.stats.oldest_pending_age, topic)
+            .await?;
+        let stuck = self
+            .oldest_of(&self.q.stats.oldest_pending_with_dead_at, topic)
+            .await?;
+        let oldest = match (claimable, stuck) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        };
         Ok(oldest.map(|(_, age)| super::age_seconds(age)))
+    }
+
+    /// `(id, age_seconds)` of the row `sql` (one of the oldest-pending
+    /// statements) finds.
+    async fn oldest_of(&self, sql: &str, topic: Option<&str>) -> Result<Option<(i64, f64)>> {
+        let client = self.pool.get().await?;
+        let stmt = client.prepare_cached(sql).await?;
+        client
+            .query_opt(&stmt, &[&topic])
+            .await?
+            .map(|r| Ok((get::<i64>(&r, "id")?, get::<f64>(&r, "age_seconds")?)))
+            .transpose()
     }
 
     /// One round trip to the database: the readiness probe.
