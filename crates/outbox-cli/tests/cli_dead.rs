@@ -351,3 +351,42 @@ async fn hostile_dead_rows_are_listed_and_shown_bounded() {
     let deep_shown = ok(&t, &["dead", "show", &ids[0].to_string()]);
     assert!(deep_shown.contains(&"[".repeat(200)), "{deep_shown}");
 }
+
+/// A row no type here can read (a NULL in `event_version`, after an
+/// operator dropped its NOT NULL) fails alone: the others are listed, and
+/// it is named with its column, in the list and on stderr.
+#[tokio::test]
+async fn a_row_that_cannot_be_read_is_named_and_the_others_listed() {
+    let t = TestSchema::new("cli_dead_unreadable").await;
+    let a = dead(&t, "orders", 1).await;
+    let bad = dead(&t, "orders", 1).await;
+    let b = dead(&t, "orders", 1).await;
+    t.exec(&format!(
+        "ALTER TABLE {{schema}}.messages ALTER COLUMN event_version DROP NOT NULL; \
+         UPDATE {{schema}}.messages SET event_version = NULL WHERE id = {bad}"
+    ))
+    .await;
+    let (ok, out, err) = common::run(&mut common::outbox(t.name(), &["dead", "list"]));
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("{bad}  could not be read: column event_version")),
+        "{out}"
+    );
+    assert!(
+        err.contains(&format!(
+            "message {bad} could not be read (column event_version"
+        )),
+        "{err}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&ok_json(&t)).unwrap();
+    let rows = json.as_array().unwrap();
+    assert_eq!(rows[0]["id"].as_i64(), Some(a));
+    assert_eq!(rows[1]["id"].as_i64(), Some(bad));
+    assert_eq!(rows[1]["unreadable"]["column"], "event_version");
+    assert_eq!(rows[2]["id"].as_i64(), Some(b));
+    assert_eq!(rows[2]["topic"], "orders");
+}
+
+fn ok_json(t: &TestSchema) -> String {
+    ok(t, &["dead", "list", "--json"])
+}
