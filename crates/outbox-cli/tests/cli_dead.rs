@@ -239,3 +239,154 @@ async fn replay_leaves_rows_with_refused_headers_dead_and_says_so() {
         "replayed=1"
     );
 }
+
+/// Rows PostgreSQL accepts that Rust's usual types cannot hold, and rows in
+/// states the relay never writes: `dead list`, `--json` and `dead show`
+/// print each, bounded.
+#[tokio::test]
+async fn hostile_dead_rows_are_listed_and_shown_bounded() {
+    let t = TestSchema::new("cli_dead_hostile").await;
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    let big = "t".repeat(1 << 20);
+    let client = t.pool.get().await.unwrap();
+    let insert = format!(
+        "INSERT INTO {}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
+           status, attempts, next_run_at, dead_at, dead_reason, created_at) \
+         VALUES ('e', 'a', '1', $1, $2::text::jsonb, $3, 1, $4::text::timestamptz, \
+                 $5::text::timestamptz, 'r', $6::text::timestamptz) RETURNING id",
+        t.schema.quoted()
+    );
+    let mut ids = Vec::new();
+    for (topic, payload, status, next, dead_at, created) in [
+        ("deep", deep.as_str(), "dead", "now", Some("now"), "now"),
+        (
+            "huge_number",
+            r#"{"n": 1e400}"#,
+            "dead",
+            "now",
+            Some("now"),
+            "now",
+        ),
+        (
+            "infinite",
+            "{}",
+            "dead",
+            "infinity",
+            Some("infinity"),
+            "-infinity",
+        ),
+        (
+            "far",
+            "{}",
+            "dead",
+            "now",
+            Some("294000-01-01"),
+            "294000-01-01",
+        ),
+        (
+            "pending_with_dead_at",
+            "{}",
+            "pending",
+            "now",
+            Some("now"),
+            "now",
+        ),
+        ("dead_without_dead_at", "{}", "dead", "now", None, "now"),
+        (big.as_str(), "{}", "dead", "now", Some("now"), "now"),
+    ] {
+        let id: i64 = client
+            .query_one(
+                &insert,
+                &[&topic, &payload, &status, &next, &dead_at, &created],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        ids.push(id);
+    }
+
+    let text = ok(&t, &["dead", "list"]);
+    for want in [
+        "deep",
+        "huge_number",
+        "infinite",
+        "infinity",
+        "year 294000",
+        "pending_with_dead_at",
+        "dead_without_dead_at",
+        "bytes cut]",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert!(text.len() < 16 * 1024, "{} bytes", text.len());
+
+    let json = ok(&t, &["dead", "list", "--json"]);
+    assert!(json.len() < 64 * 1024, "{} bytes", json.len());
+    // Valid JSON, though serde_json::Value cannot parse it all (nesting
+    // past 128 levels): checked element by element as raw values.
+    let rows: Vec<Box<serde_json::value::RawValue>> = serde_json::from_str(&json).unwrap();
+    assert_eq!(rows.len(), ids.len());
+    assert!(rows[0].get().contains(&"[".repeat(200)), "{}", rows[0]);
+    assert!(rows[0].get().contains(&format!("\"id\": {}", ids[0])));
+    let v: Vec<serde_json::Value> = rows[2..]
+        .iter()
+        .map(|r| serde_json::from_str(r.get()).unwrap())
+        .collect();
+    let listed: Vec<i64> = v.iter().map(|m| m["id"].as_i64().unwrap()).collect();
+    assert_eq!(listed, ids[2..]);
+    // The payload is embedded as raw JSON: 1e400 as jsonb keeps it.
+    assert!(
+        json.contains(&format!("{{\"n\": 1{}}}", "0".repeat(400))),
+        "{json}"
+    );
+    assert_eq!(v[0]["dead_at"], "infinity");
+    assert_eq!(v[0]["created_at"], "-infinity");
+
+    for id in &ids {
+        let out = ok(&t, &["dead", "show", &id.to_string()]);
+        assert!(out.len() < 64 * 1024, "{} bytes", out.len());
+        let json = ok(&t, &["dead", "show", &id.to_string(), "--json"]);
+        let _: Box<serde_json::value::RawValue> = serde_json::from_str(&json).unwrap();
+    }
+    let deep_shown = ok(&t, &["dead", "show", &ids[0].to_string()]);
+    assert!(deep_shown.contains(&"[".repeat(200)), "{deep_shown}");
+}
+
+/// A row no type here can read (a NULL in `event_version`, after an
+/// operator dropped its NOT NULL) fails alone: the others are listed, and
+/// it is named with its column, in the list and on stderr.
+#[tokio::test]
+async fn a_row_that_cannot_be_read_is_named_and_the_others_listed() {
+    let t = TestSchema::new("cli_dead_unreadable").await;
+    let a = dead(&t, "orders", 1).await;
+    let bad = dead(&t, "orders", 1).await;
+    let b = dead(&t, "orders", 1).await;
+    t.exec(&format!(
+        "ALTER TABLE {{schema}}.messages ALTER COLUMN event_version DROP NOT NULL; \
+         UPDATE {{schema}}.messages SET event_version = NULL WHERE id = {bad}"
+    ))
+    .await;
+    let (ok, out, err) = common::run(&mut common::outbox(t.name(), &["dead", "list"]));
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!("{bad}  could not be read: column event_version")),
+        "{out}"
+    );
+    assert!(
+        err.contains(&format!(
+            "message {bad} could not be read (column event_version"
+        )),
+        "{err}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&ok_json(&t)).unwrap();
+    let rows = json.as_array().unwrap();
+    assert_eq!(rows[0]["id"].as_i64(), Some(a));
+    assert_eq!(rows[1]["id"].as_i64(), Some(bad));
+    assert_eq!(rows[1]["unreadable"]["column"], "event_version");
+    assert_eq!(rows[2]["id"].as_i64(), Some(b));
+    assert_eq!(rows[2]["topic"], "orders");
+}
+
+fn ok_json(t: &TestSchema) -> String {
+    ok(t, &["dead", "list", "--json"])
+}

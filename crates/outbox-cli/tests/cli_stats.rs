@@ -83,3 +83,62 @@ async fn stats_fails_when_the_oldest_pending_is_too_old() {
     let err = fails(&t, &["stats", "--fail-if-oldest-pending-over", "soon"]);
     assert!(err.contains("--fail-if-oldest-pending-over"), "{err}");
 }
+
+/// Rows in states the relay never writes are counted under their status,
+/// the oldest waiting one is found even with a `dead_at`, an infinite
+/// `created_at` is an infinite age (not an error), and a 1 MiB topic prints
+/// cut.
+#[tokio::test]
+async fn odd_rows_are_counted_and_long_topics_cut() {
+    let t = TestSchema::new("cli_stats_odd").await;
+    let big = "t".repeat(1 << 20);
+    t.exec(&format!(
+        "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
+           status, next_run_at, dead_at, created_at, locked_by, locked_at) VALUES \
+         ('e', 'a', '1', 'odd', '{{}}', 'pending', now(), now(), now() - interval '1 hour', NULL, NULL), \
+         ('e', 'a', '2', 'odd', '{{}}', 'failed', 'infinity', NULL, now(), NULL, NULL), \
+         ('e', 'a', '3', 'odd', '{{}}', 'processing', now(), NULL, now(), NULL, NULL), \
+         ('e', 'a', '4', 'odd', '{{}}', 'dead', now(), NULL, now(), NULL, NULL), \
+         ('e', 'a', '5', '{big}', '{{}}', 'pending', now(), NULL, now(), NULL, NULL)"
+    ))
+    .await;
+    let out = ok(&t, &["stats"]);
+    assert!(out.len() < 8 * 1024, "{} bytes", out.len());
+    for want in [
+        "pending=2",
+        "failed=1",
+        "processing=1",
+        "dead=1",
+        "bytes cut]",
+    ] {
+        assert!(out.contains(want), "missing {want:?} in\n{out}");
+    }
+    let age: f64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("oldest_pending_age_seconds="))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        age >= 3600.0,
+        "the pending row with a dead_at is the oldest: {age}"
+    );
+
+    let store = outbox_relay::Store::new(t.pool.clone(), t.schema.clone());
+    let b = store.count_backlog().await.unwrap();
+    assert_eq!(
+        (b.pending, b.failed, b.processing, b.dead),
+        (2, 1, 1, 1),
+        "{b:?}"
+    );
+
+    // A producer's 'infinity' creation time: an age, not an error.
+    t.exec(
+        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
+           created_at) VALUES ('e', 'a', '6', 'inf', '{}', '-infinity')",
+    )
+    .await;
+    let json: serde_json::Value = serde_json::from_str(&ok(&t, &["stats", "--json"])).unwrap();
+    assert_eq!(json["counts"]["pending"], 3, "{json}");
+    assert!(json.to_string().len() < 8 * 1024);
+}

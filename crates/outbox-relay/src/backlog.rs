@@ -50,7 +50,7 @@ impl BacklogGauges {
     /// Counts once and sets the gauges.
     pub async fn run_once(&self) -> Result<()> {
         let backlog = self.store.count_backlog().await?;
-        let oldest = self.store.oldest_pending_age_of(None).await?;
+        let oldest = self.store.oldest_waiting_age_of(None).await?;
         metrics::backlog(&backlog.by_status(), oldest);
         Ok(())
     }

@@ -11,6 +11,7 @@ use crate::store::{
     DeadFilterParams, DeadListParams, DeadMessage, DeadSummary, ReplayParams, Store,
 };
 use crate::{Error, Result};
+use serde::Serialize;
 use std::fmt;
 use std::time::Duration;
 
@@ -74,6 +75,23 @@ impl fmt::Display for NotReplayed {
     }
 }
 
+/// A dead row a list could not read (a value no type here holds): the
+/// others are listed, and this one named with its column, so one row never
+/// hides the rest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UnreadableRow {
+    /// Message id.
+    pub id: i64,
+    /// The column that could not be read.
+    pub column: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// One row of [`DeadLetters::list`]: the message, or why it could not be
+/// read.
+pub type DeadRow = std::result::Result<DeadMessage, UnreadableRow>;
+
 /// Dead-letter operations over one outbox schema.
 #[derive(Debug, Clone)]
 pub struct DeadLetters {
@@ -86,8 +104,11 @@ impl DeadLetters {
         Self { store }
     }
 
-    /// Dead messages in id order, optionally of one topic, at most `limit`.
-    pub async fn list(&self, topic: Option<&str>, limit: i64) -> Result<Vec<DeadMessage>> {
+    /// Dead messages in id order, optionally of one topic, at most `limit`:
+    /// rows with status `dead` or a `dead_at` (a row holding one without
+    /// the other, written by hand, is never claimed again). A row that
+    /// cannot be read is an [`UnreadableRow`] in its place.
+    pub async fn list(&self, topic: Option<&str>, limit: i64) -> Result<Vec<DeadRow>> {
         if limit < 1 {
             return Err(Error::Config(format!("limit must be >= 1, got {limit}")));
         }
@@ -119,10 +140,11 @@ impl DeadLetters {
             .await
     }
 
-    /// One dead message with every field.
+    /// One dead message with every field (status `dead`, or a `dead_at`
+    /// as [`Self::list`] counts it).
     pub async fn show(&self, id: i64) -> Result<DeadMessage> {
         match self.store.get_dead_message(id).await? {
-            Some(m) if m.status == "dead" => Ok(m),
+            Some(m) if m.status == "dead" || m.dead_at.is_some() => Ok(m),
             Some(m) => Err(Error::NotDead(vec![NotReplayed {
                 id,
                 status: Some(m.status),

@@ -49,7 +49,7 @@ async fn list_filters_by_topic_and_limit() {
         .await
         .unwrap()
         .iter()
-        .map(|m| m.id)
+        .map(|m| m.as_ref().unwrap().id)
         .collect();
     assert_eq!(ids, [a1, a2]);
     assert_eq!(d.list(None, 1).await.unwrap().len(), 1);
@@ -57,7 +57,7 @@ async fn list_filters_by_topic_and_limit() {
     assert_eq!(m.attempts, 10);
     assert_eq!(m.last_error.as_deref(), Some("boom"));
     assert!(m.dead_reason.unwrap().contains("max attempts"));
-    assert_eq!(m.payload["k"], 1);
+    assert_eq!(m.payload.to_value().unwrap()["k"], 1);
 }
 
 #[tokio::test]
@@ -175,7 +175,7 @@ async fn purge_deletes_only_old_dead_rows() {
         .await
         .unwrap()
         .iter()
-        .map(|m| m.id)
+        .map(|m| m.as_ref().unwrap().id)
         .collect();
     assert_eq!(left, [young]);
     assert!(matches!(d.show(p).await, Err(Error::NotDead(_))));
@@ -228,4 +228,46 @@ async fn newest_and_replay_matching_a_text_filter() {
         text: None,
     };
     assert_eq!(d.replay(&all, None).await.unwrap(), [old, other]);
+}
+
+/// The API reads every row PostgreSQL accepts: a payload nested 300 deep,
+/// a number beyond a 64-bit float, infinite and far times, bytes kept as
+/// stored; and lists rows in states the relay never writes (a `dead_at` on
+/// a pending row, `dead` without a `dead_at`). Before, `list` panicked on
+/// the first of them.
+#[tokio::test]
+async fn list_and_show_read_every_row_postgres_accepts() {
+    let t = TestSchema::new("dead_hostile_api").await;
+    let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+    t.exec(&format!(
+        "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
+           status, next_run_at, dead_at, created_at) VALUES \
+         ('e', 'a', '1', 'deep', '{deep}', 'dead', now(), now(), now()), \
+         ('e', 'a', '2', 'num', '{{\"n\": 1e400}}', 'dead', now(), now(), now()), \
+         ('e', 'a', '3', 'inf', '{{}}', 'dead', 'infinity', 'infinity', '-infinity'), \
+         ('e', 'a', '4', 'far', '{{}}', 'dead', now(), '294000-01-01', now()), \
+         ('e', 'a', '5', 'odd', '{{}}', 'pending', now(), now(), now()), \
+         ('e', 'a', '6', 'odd', '{{}}', 'dead', now(), NULL, now()), \
+         ('e', 'a', '7', 'odd', '{{}}', 'pending', now(), NULL, now())"
+    ))
+    .await;
+    let d = letters(&t);
+    let list = d.list(None, 100).await.unwrap();
+    assert_eq!(list.len(), 6, "the plain pending row is not dead: {list:?}");
+    let rows: Vec<_> = list.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(rows[0].payload.get(), deep);
+    assert!(rows[1].payload.get().contains(&"0".repeat(400)));
+    assert_eq!(rows[2].dead_at.unwrap().to_string(), "infinity");
+    assert_eq!(rows[2].created_at.to_string(), "-infinity");
+    assert!(rows[3]
+        .dead_at
+        .unwrap()
+        .to_string()
+        .contains("out of range"));
+    assert_eq!(rows[4].status, "pending");
+    assert!(rows[5].dead_at.is_none());
+    // show reads each, including the pending row with a dead_at.
+    for r in &rows {
+        assert_eq!(d.show(r.id).await.unwrap().id, r.id);
+    }
 }

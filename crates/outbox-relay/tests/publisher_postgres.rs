@@ -300,3 +300,68 @@ async fn the_relay_fills_every_field_in_the_outbox_schema() {
         "created_at is the publish time"
     );
 }
+
+/// Drops a role made by a test when the test ends, passed or failed: the
+/// server is shared. `DROP OWNED BY` first takes its grants away.
+struct RoleGuard(String);
+
+impl Drop for RoleGuard {
+    fn drop(&mut self) {
+        let sql = format!("DROP OWNED BY {0}; DROP ROLE IF EXISTS {0}", self.0);
+        let url = outbox_testkit::database_url();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .ok()?;
+            rt.block_on(async {
+                let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+                    .await
+                    .ok()?;
+                tokio::spawn(conn);
+                client.batch_execute(&sql).await.ok()
+            })
+        })
+        .join();
+    }
+}
+
+/// A relay role with no CREATE right anywhere, only INSERT on an existing
+/// sink table (with USAGE on its schema and its id sequence), delivers into
+/// it. Before, the publisher always ran `CREATE SCHEMA IF NOT EXISTS`, and
+/// PostgreSQL refused it ("permission denied for database") though the
+/// schema existed.
+#[tokio::test]
+async fn a_role_with_only_insert_delivers_into_an_existing_sink() {
+    let t = TestSchema::unmigrated("pg_sink_insert_only").await;
+    // The sink made by its owner (here, as a relay with rights would).
+    let _ = url_publisher(&t).await;
+    let role = format!("t_sink_writer_{:08x}", rand::random::<u32>());
+    t.exec(&format!("CREATE ROLE {role} LOGIN")).await;
+    let _guard = RoleGuard(role.clone());
+    t.exec(&format!(
+        "GRANT USAGE ON SCHEMA {{schema}} TO {role}; \
+         GRANT INSERT ON {{schema}}.published_events TO {role}; \
+         GRANT USAGE ON SEQUENCE {{schema}}.published_events_id_seq TO {role};"
+    ))
+    .await;
+    let cfg: tokio_postgres::Config = outbox_testkit::database_url().parse().unwrap();
+    let host = match &cfg.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+    };
+    let url = format!(
+        "postgres://{role}@{host}:{}/{}",
+        cfg.get_ports().first().copied().unwrap_or(5432),
+        cfg.get_dbname().unwrap_or("postgres")
+    );
+    let ctx = PublisherContext {
+        pool: t.pool.clone(),
+        schema: t.schema.clone(),
+        relay_id: "sink-test".into(),
+    };
+    let p = PostgresPublisher::from_url(&url, &ctx)
+        .await
+        .expect("no DDL for a sink that exists");
+    publishes_full_rows(&t, &p).await;
+}

@@ -19,21 +19,56 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
         return Ok(());
     }
     let pool = crate::db::connect(&crate::db::require_url(url)?, 1).await?;
-    let store = Store::new(pool.clone(), schema.clone());
-    // What the script did is read off the records, before and after: it
-    // runs as one statement and reports nothing itself.
-    let before = store.recorded_migrations().await?.unwrap_or_default();
     if args.dry_run {
+        let store = Store::new(pool.clone(), schema.clone());
+        let before = store.recorded_migrations().await?.unwrap_or_default();
         println!("schema {schema}: {}", would_apply(&before));
         return Ok(());
     }
-    {
-        let client = pool.get().await?;
-        outbox::migrate(&**client, &schema).await?;
+    let mut client = pool.get().await?;
+    let tx = client.transaction().await?;
+    // What the script did is read off the records, before and after, in its
+    // own transaction under its lock: read before the lock, four migrates
+    // started together would each find nothing recorded and each claim
+    // every migration the first one applied.
+    let waited = !tx
+        .query_one(&outbox::sql::try_lock_statement(&schema), &[])
+        .await?
+        .try_get::<_, bool>("locked")?;
+    if waited {
+        eprintln!("schema {schema}: waiting for another outbox migrate to finish");
+        tx.execute(&outbox::sql::lock_statement(&schema), &[])
+            .await?;
     }
-    let after = store.recorded_migrations().await?.unwrap_or_default();
-    println!("schema {schema}: {}", describe(&before, &after));
+    let before = recorded(&tx, &schema).await?;
+    outbox::migrate(&*tx, &schema).await?;
+    let after = recorded(&tx, &schema).await?;
+    tx.commit().await?;
+    let mut said = describe(&before, &after);
+    if waited && before == after {
+        said.push_str(" after waiting for another migrate");
+    }
+    println!("schema {schema}: {said}");
     Ok(())
+}
+
+/// The versions recorded in `schema`, none without its table, read in the
+/// migration's transaction.
+async fn recorded(
+    tx: &tokio_postgres::Transaction<'_>,
+    schema: &Schema,
+) -> anyhow::Result<Vec<i32>> {
+    let exists: bool = tx
+        .query_one(&outbox::sql::recorded_exists_statement(schema), &[])
+        .await?
+        .try_get("exists")?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    Ok(tx
+        .query_one(&outbox::sql::recorded_statement(schema), &[])
+        .await?
+        .try_get("versions")?)
 }
 
 /// `applied 0003_notify, 0004_sink_headers`, or `up to date (migration 5)`

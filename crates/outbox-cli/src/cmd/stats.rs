@@ -1,7 +1,7 @@
 use anyhow::bail;
 use outbox::Schema;
 use outbox_cli::terminal::printable_json;
-use outbox_relay::store::TopicCounts;
+use outbox_relay::store::{cut, TopicCounts};
 use outbox_relay::Store;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -21,6 +21,10 @@ pub struct Args {
     fail_if_oldest_pending_over: Option<Duration>,
 }
 
+/// What one topic name may print, in bytes (cut with a marker past it):
+/// a producer chooses its size, and `stats` prints one line per topic.
+const TOPIC: usize = 256;
+
 /// Statuses of the live tables, in the order they are printed.
 const LIVE: [&str; 5] = ["pending", "processing", "failed", "dead", "sent"];
 /// Archived rows, by the status they were archived with.
@@ -32,7 +36,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     store.check_migrated().await?;
     let topic = args.topic.as_deref();
     let by_topic = store.count_by_topic(topic).await?;
-    let oldest = store.oldest_pending_age_of(topic).await?;
+    let oldest = store.oldest_waiting_age_of(topic).await?;
     let mut totals = TopicCounts::new();
     for counts in by_topic.values() {
         for (status, n) in counts {
@@ -47,16 +51,16 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     };
     let oldest_secs = oldest.map(|d| d.as_secs_f64());
     if args.json {
-        let topics: BTreeMap<&str, serde_json::Value> = by_topic
+        let topics: BTreeMap<String, serde_json::Value> = by_topic
             .iter()
             .map(|(t, c)| {
                 let v = serde_json::json!({ "counts": live(c), "archived": archived(c) });
-                (t.as_str(), v)
+                (cut(t, TOPIC).into_owned(), v)
             })
             .collect();
         let v = serde_json::json!({
             "schema": store.schema().name(),
-            "topic": topic,
+            "topic": topic.map(|t| cut(t, TOPIC)),
             "counts": live(&totals),
             "archived": archived(&totals),
             "dead": get(&totals, "dead"),
@@ -82,7 +86,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
                 .chain(ARCHIVED.iter().map(|(_, k)| format!("{k}={}", get(c, k))))
                 .collect();
             // Debug formatting escapes control characters, as printable does.
-            println!("topic {t:?}: {}", cells.join(" "));
+            println!("topic {:?}: {}", cut(t, TOPIC), cells.join(" "));
         }
     }
     if let (Some(limit), Some(age)) = (args.fail_if_oldest_pending_over, oldest) {

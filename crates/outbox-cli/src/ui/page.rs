@@ -250,7 +250,7 @@ pub fn dead_rows(dead: &[DeadSummary]) -> Markup {
                 td { (m.event_type) }
                 td.num { (m.attempts) }
                 td.reason { (m.dead_reason.as_deref().unwrap_or("")) }
-                td { (opt_time(&m.dead_at)) }
+                td { (m.dead_at.map_or_else(|| "-".into(), |t| t.to_string())) }
             }
         }
     }
@@ -391,7 +391,7 @@ pub fn event_json(s: &Snapshot) -> String {
 
 /// One dead letter, every field.
 pub fn detail(schema: &str, m: &DeadMessage, access: Access) -> Markup {
-    let pretty = |v: &serde_json::Value| serde_json::to_string_pretty(v).unwrap_or_default();
+    let pretty = |v: &outbox_relay::Payload| v.get().to_owned();
     layout(
         &format!("outbox: dead letter {}", m.id),
         html! {
@@ -407,8 +407,8 @@ pub fn detail(schema: &str, m: &DeadMessage, access: Access) -> Markup {
                     tr { th { "event_type" } td { (m.event_type) " v" (m.event_version) } }
                     tr { th { "aggregate" } td { (m.aggregate_type) " / " (m.aggregate_id) } }
                     tr { th { "attempts" } td { (m.attempts) } }
-                    tr { th { "created_at" } td { (time(&m.created_at)) } }
-                    tr { th { "dead_at" } td { (opt_time(&m.dead_at)) } }
+                    tr { th { "created_at" } td { (m.created_at) } }
+                    tr { th { "dead_at" } td { (m.dead_at.map_or_else(|| "-".into(), |t| t.to_string())) } }
                     tr { th { "dead_reason" } td { pre #dead-reason { (m.dead_reason.as_deref().unwrap_or("")) } } }
                     tr { th { "last_error" } td { pre #last-error { (m.last_error.as_deref().unwrap_or("")) } } }
                     tr { th { "headers" } td { pre #headers { (pretty(&m.headers)) } } }

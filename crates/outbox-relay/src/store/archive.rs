@@ -37,20 +37,24 @@ impl Store {
         let row = client
             .query_one(&self.q.archive.cutoff, &[&older_than.as_secs_f64()])
             .await?;
-        Ok(row.get("cutoff"))
+        super::decode::get(&row, "cutoff")
     }
 
     /// How many `(sent, dead)` rows are older than `cutoff`.
     pub async fn count_archivable(&self, cutoff: DateTime<Utc>) -> Result<(u64, u64)> {
         let client = self.client().await?;
-        let sent: i64 = client
-            .query_one(&self.q.archive.count_sent, &[&cutoff])
-            .await?
-            .get("count");
-        let dead: i64 = client
-            .query_one(&self.q.archive.count_dead, &[&cutoff])
-            .await?
-            .get("count");
+        let sent: i64 = super::decode::get(
+            &client
+                .query_one(&self.q.archive.count_sent, &[&cutoff])
+                .await?,
+            "count",
+        )?;
+        let dead: i64 = super::decode::get(
+            &client
+                .query_one(&self.q.archive.count_dead, &[&cutoff])
+                .await?,
+            "count",
+        )?;
         Ok((sent.max(0) as u64, dead.max(0) as u64))
     }
 

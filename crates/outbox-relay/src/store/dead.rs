@@ -1,15 +1,21 @@
 //! Dead-letter statements: one function per statement.
 
+use super::decode::{get, Lossy, LossyPayload, Timestamp};
 use super::Store;
-use crate::Result;
-use chrono::{DateTime, Utc};
+use crate::dead::{DeadRow, UnreadableRow};
+use crate::{Payload, Result};
 use serde::Serialize;
 use std::time::Duration;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
 /// A message as dead-letter handling shows it (every column that matters
-/// to an operator deciding whether to replay it).
+/// to an operator deciding whether to replay it). Read for showing, so
+/// whatever a producer could write is held: payload and headers as their
+/// stored JSON text (any depth, any number), times as [`Timestamp`]
+/// (infinities, years chrono cannot hold), text with bytes that are not
+/// UTF-8 replaced ([`Lossy`]). Values are whole; a caller printing them
+/// cuts them ([`cut`](super::decode::cut)).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeadMessage {
     /// Row id.
@@ -26,25 +32,25 @@ pub struct DeadMessage {
     pub aggregate_id: String,
     /// Stream, subject or routing key.
     pub topic: String,
-    /// The event body.
-    pub payload: serde_json::Value,
+    /// The event body, as stored.
+    pub payload: Payload,
     /// Headers, as stored.
-    pub headers: serde_json::Value,
+    pub headers: Payload,
     /// `dead` for a dead-letter; [`crate::store::Store::get_dead_message`]
     /// also returns other statuses so callers can say what the row is.
     pub status: String,
     /// Publication attempts made.
     pub attempts: i32,
     /// When it was (or would be) due.
-    pub next_run_at: DateTime<Utc>,
+    pub next_run_at: Timestamp,
     /// The last publication error.
     pub last_error: Option<String>,
-    /// When it went dead.
-    pub dead_at: Option<DateTime<Utc>>,
+    /// When it went dead (none on a row written `dead` by hand).
+    pub dead_at: Option<Timestamp>,
     /// Why it went dead.
     pub dead_reason: Option<String>,
     /// When the producer wrote it.
-    pub created_at: DateTime<Utc>,
+    pub created_at: Timestamp,
 }
 
 /// A dead message as a list shows it: no payload, the reason cut to 500
@@ -60,7 +66,7 @@ pub struct DeadSummary {
     /// Publication attempts made.
     pub attempts: i32,
     /// When it went dead.
-    pub dead_at: Option<DateTime<Utc>>,
+    pub dead_at: Option<Timestamp>,
     /// Why it went dead (its first 500 characters).
     pub dead_reason: Option<String>,
 }
@@ -101,13 +107,20 @@ pub struct DeadFilterParams<'a> {
 }
 
 impl Store {
-    /// Dead messages in id order.
-    pub async fn list_dead_messages(&self, p: DeadListParams<'_>) -> Result<Vec<DeadMessage>> {
+    /// Dead messages in id order (see `DeadQueries::list` for what counts
+    /// as dead); a row that cannot be read is an [`UnreadableRow`] in its
+    /// place.
+    pub async fn list_dead_messages(&self, p: DeadListParams<'_>) -> Result<Vec<DeadRow>> {
         let client = self.client().await?;
         let rows = client
             .query(&self.q.dead.list, &[&p.topic, &p.limit])
             .await?;
-        Ok(rows.iter().map(dead_from_row).collect())
+        rows.iter()
+            .map(|r| {
+                let id: i64 = get(r, "id")?;
+                Ok(dead_from_row(r).map_err(|e| unreadable(id, e)))
+            })
+            .collect()
     }
 
     /// Dead messages matching `p`, the newest death first, at most `limit`.
@@ -120,17 +133,18 @@ impl Store {
         let rows = client
             .query(&self.q.dead.newest, &[&p.topic, &p.text, &limit])
             .await?;
-        Ok(rows
-            .iter()
-            .map(|r| DeadSummary {
-                id: r.get("id"),
-                topic: r.get("topic"),
-                event_type: r.get("event_type"),
-                attempts: r.get("attempts"),
-                dead_at: r.get("dead_at"),
-                dead_reason: r.get("dead_reason"),
+        rows.iter()
+            .map(|r| {
+                Ok(DeadSummary {
+                    id: get(r, "id")?,
+                    topic: get::<Lossy>(r, "topic")?.0,
+                    event_type: get::<Lossy>(r, "event_type")?.0,
+                    attempts: get(r, "attempts")?,
+                    dead_at: get(r, "dead_at")?,
+                    dead_reason: get::<Option<Lossy>>(r, "dead_reason")?.map(|l| l.0),
+                })
             })
-            .collect())
+            .collect()
     }
 
     /// How many dead messages match `p`.
@@ -139,14 +153,14 @@ impl Store {
         let row = client
             .query_one(&self.q.dead.count_matching, &[&p.topic, &p.text])
             .await?;
-        Ok(row.get("count"))
+        get(&row, "count")
     }
 
     /// The message `id`, whatever its status, if it is in a live table.
     pub async fn get_dead_message(&self, id: i64) -> Result<Option<DeadMessage>> {
         let client = self.client().await?;
         let row = client.query_opt(&self.q.dead.get, &[&id]).await?;
-        Ok(row.as_ref().map(dead_from_row))
+        row.as_ref().map(dead_from_row).transpose()
     }
 
     /// Sends matching dead rows back to `pending` and records each replay,
@@ -163,7 +177,10 @@ impl Store {
                 &[&p.ids, &p.topic, &p.replayed_by, &p.text],
             )
             .await?;
-        let mut ids: Vec<i64> = rows.iter().map(|r| r.get("message_id")).collect();
+        let mut ids = rows
+            .iter()
+            .map(|r| get(r, "message_id"))
+            .collect::<Result<Vec<i64>>>()?;
         ids.sort_unstable();
         Ok(ids)
     }
@@ -175,7 +192,7 @@ impl Store {
         let row = client
             .query_one(&self.q.dead.unreplayable, &[&p.ids, &p.topic, &p.text])
             .await?;
-        Ok(row.get("count"))
+        get(&row, "count")
     }
 
     /// `(id, status)` of those of `ids` still in a live table.
@@ -185,10 +202,9 @@ impl Store {
         ids: &[i64],
     ) -> Result<Vec<(i64, String)>> {
         let rows = client.query(&self.q.dead.status_of, &[&ids]).await?;
-        Ok(rows
-            .iter()
-            .map(|r| (r.get("id"), r.get("status")))
-            .collect())
+        rows.iter()
+            .map(|r| Ok((get(r, "id")?, get::<Lossy>(r, "status")?.0)))
+            .collect()
     }
 
     /// Deletes dead rows that died more than `older_than` ago; returns how many.
@@ -200,23 +216,37 @@ impl Store {
     }
 }
 
-fn dead_from_row(r: &Row) -> DeadMessage {
-    DeadMessage {
-        id: r.get("id"),
-        event_id: r.get("event_id"),
-        event_type: r.get("event_type"),
-        event_version: r.get("event_version"),
-        aggregate_type: r.get("aggregate_type"),
-        aggregate_id: r.get("aggregate_id"),
-        topic: r.get("topic"),
-        payload: r.get("payload"),
-        headers: r.get("headers"),
-        status: r.get("status"),
-        attempts: r.get("attempts"),
-        next_run_at: r.get("next_run_at"),
-        last_error: r.get("last_error"),
-        dead_at: r.get("dead_at"),
-        dead_reason: r.get("dead_reason"),
-        created_at: r.get("created_at"),
+fn dead_from_row(r: &Row) -> Result<DeadMessage> {
+    let text = |column| get::<Lossy>(r, column).map(|l| l.0);
+    let opt_text = |column| get::<Option<Lossy>>(r, column).map(|l| l.map(|l| l.0));
+    Ok(DeadMessage {
+        id: get(r, "id")?,
+        event_id: get(r, "event_id")?,
+        event_type: text("event_type")?,
+        event_version: get(r, "event_version")?,
+        aggregate_type: text("aggregate_type")?,
+        aggregate_id: text("aggregate_id")?,
+        topic: text("topic")?,
+        payload: get::<LossyPayload>(r, "payload")?.0,
+        headers: get::<LossyPayload>(r, "headers")?.0,
+        status: text("status")?,
+        attempts: get(r, "attempts")?,
+        next_run_at: get(r, "next_run_at")?,
+        last_error: opt_text("last_error")?,
+        dead_at: get(r, "dead_at")?,
+        dead_reason: opt_text("dead_reason")?,
+        created_at: get(r, "created_at")?,
+    })
+}
+
+/// `e`, a failed read of row `id`, as the list shows it.
+fn unreadable(id: i64, e: crate::Error) -> UnreadableRow {
+    match e {
+        crate::Error::Decode { column, reason } => UnreadableRow { id, column, reason },
+        other => UnreadableRow {
+            id,
+            column: String::new(),
+            reason: crate::error_chain(&other),
+        },
     }
 }

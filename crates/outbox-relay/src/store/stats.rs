@@ -1,5 +1,6 @@
 //! Observability statements: one function per statement.
 
+use super::decode::{get, Lossy};
 use super::Store;
 use crate::Result;
 use std::collections::BTreeMap;
@@ -41,10 +42,10 @@ impl Store {
         let stmt = client.prepare_cached(&self.q.stats.backlog).await?;
         let row = client.query_one(&stmt, &[]).await?;
         Ok(Backlog {
-            pending: row.get("pending"),
-            processing: row.get("processing"),
-            failed: row.get("failed"),
-            dead: row.get("dead"),
+            pending: get(&row, "pending")?,
+            processing: get(&row, "processing")?,
+            failed: get(&row, "failed")?,
+            dead: get(&row, "dead")?,
         })
     }
 
@@ -58,22 +59,56 @@ impl Store {
         let rows = client.query(&self.q.stats.by_topic, &[&topic]).await?;
         let mut out: BTreeMap<String, TopicCounts> = BTreeMap::new();
         for r in rows {
-            *out.entry(r.get("topic"))
+            // Lossy: two topics differing only in bytes that are not UTF-8
+            // share a line, their counts added.
+            *out.entry(get::<Lossy>(&r, "topic")?.0)
                 .or_default()
-                .entry(r.get("status"))
-                .or_default() += r.get::<_, i64>("count");
+                .entry(get::<Lossy>(&r, "status")?.0)
+                .or_default() += get::<i64>(&r, "count")?;
         }
         Ok(out)
     }
 
-    /// Age of the oldest message waiting to be published (of `topic`, if given).
+    /// Age of the oldest claimable message waiting to be published (of
+    /// `topic`, if given), from the claimable index: one index scan, for
+    /// the operator page's snapshot, which counts its scans.
     pub async fn oldest_pending_age_of(&self, topic: Option<&str>) -> Result<Option<Duration>> {
-        let client = self.pool.get().await?;
-        let stmt = client
-            .prepare_cached(&self.q.stats.oldest_pending_age)
+        Ok(self
+            .oldest_of(&self.q.stats.oldest_pending_age, topic)
+            .await?
+            .map(|(_, age)| super::age_seconds(age)))
+    }
+
+    /// Age of the oldest message waiting to be published (of `topic`, if
+    /// given): the oldest claimable one, or an older row left `pending` or
+    /// `failed` with a `dead_at` (never claimed, so waiting forever). For
+    /// `outbox stats` and the backlog gauge.
+    pub async fn oldest_waiting_age_of(&self, topic: Option<&str>) -> Result<Option<Duration>> {
+        // Two statements, not one: the first keeps its plan (the claimable
+        // index, read from its start); the second reads the dead index.
+        let claimable = self
+            .oldest_of(&self.q.stats.oldest_pending_age, topic)
             .await?;
-        let row = client.query_opt(&stmt, &[&topic]).await?;
-        Ok(row.map(|r| super::age_seconds(r.get("age_seconds"))))
+        let stuck = self
+            .oldest_of(&self.q.stats.oldest_pending_with_dead_at, topic)
+            .await?;
+        let oldest = match (claimable, stuck) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        Ok(oldest.map(|(_, age)| super::age_seconds(age)))
+    }
+
+    /// `(id, age_seconds)` of the row `sql` (one of the oldest-pending
+    /// statements) finds.
+    async fn oldest_of(&self, sql: &str, topic: Option<&str>) -> Result<Option<(i64, f64)>> {
+        let client = self.pool.get().await?;
+        let stmt = client.prepare_cached(sql).await?;
+        client
+            .query_opt(&stmt, &[&topic])
+            .await?
+            .map(|r| Ok((get::<i64>(&r, "id")?, get::<f64>(&r, "age_seconds")?)))
+            .transpose()
     }
 
     /// One round trip to the database: the readiness probe.

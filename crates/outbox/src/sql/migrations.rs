@@ -130,12 +130,58 @@ impl SchemaVersion {
     }
 }
 
+/// The advisory lock every migration of `schema` takes first, held to the
+/// end of its transaction: two migrations of one schema run one after the
+/// other, and the second finds the first's records.
+fn lock_key(schema: &Schema) -> String {
+    format!("hashtext('outbox.migrate'), hashtext('{}')", schema.name())
+}
+
+/// A statement taking the migration lock of `schema` (see
+/// [`migrate_script`]), waiting for it: a runner takes it in its
+/// transaction before reading what is recorded, so that it reads what an
+/// upgrade that held the lock committed, and reports only what it applied
+/// itself. The script takes it again (the lock is re-entrant).
+pub fn lock_statement(schema: &Schema) -> String {
+    format!("SELECT pg_advisory_xact_lock({})", lock_key(schema))
+}
+
+/// As [`lock_statement`] without waiting: one `bool` column, `locked`,
+/// false when another migration holds it (the runner then says it waited).
+pub fn try_lock_statement(schema: &Schema) -> String {
+    format!(
+        "SELECT pg_try_advisory_xact_lock({}) AS locked",
+        lock_key(schema)
+    )
+}
+
+/// Whether `schema` has a `schema_migrations` table: one `bool` column,
+/// `exists`. `to_regclass` is NULL for a missing table or schema, not an
+/// error, so the runner's transaction goes on.
+pub fn recorded_exists_statement(schema: &Schema) -> String {
+    format!(
+        "SELECT to_regclass('{}.schema_migrations') IS NOT NULL AS exists",
+        schema.quoted()
+    )
+}
+
+/// The versions recorded in `schema`, one `int4[]` column `versions`; run
+/// (after [`lock_statement`], in the migration's transaction) only when
+/// [`recorded_exists_statement`] says the table exists.
+pub fn recorded_statement(schema: &Schema) -> String {
+    format!(
+        "SELECT coalesce(array_agg(version ORDER BY version), '{{}}') AS versions \
+           FROM {}.schema_migrations",
+        schema.quoted()
+    )
+}
+
 /// The SQL script that creates or upgrades `schema` to the latest version.
 /// Idempotent; refuses a schema migrated by a newer build.
 pub fn migrate_script(schema: &Schema) -> String {
     let latest = latest_version();
     let mut script = format!(
-        "SELECT pg_advisory_xact_lock(hashtext('outbox.migrate'), hashtext('{name}'));\n\
+        "{lock};\n\
          CREATE SCHEMA IF NOT EXISTS {{schema}};\n\
          CREATE TABLE IF NOT EXISTS {{schema}}.schema_migrations (\n\
          \x20   version INT PRIMARY KEY,\n\
@@ -147,6 +193,7 @@ pub fn migrate_script(schema: &Schema) -> String {
          \x20   RAISE EXCEPTION 'schema {name} was migrated by a newer outbox (this build knows up to version {latest}); upgrade outbox';\n\
          \x20 END IF;\n\
          END $outbox_check$;\n",
+        lock = lock_statement(schema),
         name = schema.name(),
     );
     for m in MIGRATIONS {

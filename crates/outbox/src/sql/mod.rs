@@ -13,7 +13,10 @@ mod migrations;
 mod queries;
 
 pub use grants::grants;
-pub use migrations::{latest_version, migrate_script, Migration, SchemaVersion, MIGRATIONS};
+pub use migrations::{
+    latest_version, lock_statement, migrate_script, recorded_exists_statement, recorded_statement,
+    try_lock_statement, Migration, SchemaVersion, MIGRATIONS,
+};
 pub(crate) use queries::Queries;
 
 use crate::Schema;

@@ -65,10 +65,17 @@ impl PostgresPublisher {
     }
 
     /// Creates the sink table if it does not exist, and adds the envelope
-    /// columns a table made by an older build lacks.
+    /// columns a table made by an older build lacks. Runs no DDL when the
+    /// table is already complete, so a role with only INSERT on it (and
+    /// USAGE on its schema and sequence) can deliver into a sink made by
+    /// someone else.
     pub async fn ensure_sink(&self) -> Result<()> {
         let client = self.pool.get().await?;
-        client.batch_execute(&self.q.create).await?;
+        let ready: bool =
+            crate::store::decode::get(&client.query_one(&self.q.ready, &[]).await?, "ready")?;
+        if !ready {
+            client.batch_execute(&self.q.create).await?;
+        }
         Ok(())
     }
 

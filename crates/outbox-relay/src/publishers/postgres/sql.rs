@@ -18,6 +18,17 @@ outbox::statements! {
                            $7::text[], $8::int4[], $9::text[], $10::text[], \
                            $11::timestamptz[]) \
                  AS u(m, e, t, p, h, et, ev, at, ai, ea)",
+        /// → `ready bool`: whether the sink table exists with every envelope
+        /// column, so that [`Self::create`] would change nothing. Checked
+        /// first because `create` would fail anyway for a least-privilege role:
+        /// PostgreSQL checks the CREATE right of `CREATE SCHEMA IF NOT EXISTS`
+        /// and `CREATE TABLE IF NOT EXISTS` before it looks whether the object
+        /// exists. `to_regclass` is NULL for a missing schema or table.
+        ready = "SELECT count(*) = 6 AS ready FROM pg_attribute \
+              WHERE attrelid = to_regclass('{schema}.published_events') \
+                AND attname IN ('headers', 'event_type', 'event_version', \
+                                'aggregate_type', 'aggregate_id', 'enqueued_at') \
+                AND NOT attisdropped",
         /// Creates the sink table where it does not exist (a sink database apart
         /// from the outbox), and adds the envelope columns (`headers`,
         /// `event_type`, `event_version`, `aggregate_type`, `aggregate_id`,

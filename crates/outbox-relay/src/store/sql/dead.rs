@@ -22,10 +22,15 @@ outbox::statements! {
     /// Statements over dead messages, for one schema.
     pub(crate) struct DeadQueries {
         /// `$1 text topic (NULL = any), $2 int8 limit` → [`DEAD_COLUMNS`] of dead
-        /// rows in id order.
+        /// rows in id order. Dead is `status = 'dead'` or a `dead_at`: the
+        /// relay writes both together, but a row written by hand (or before a
+        /// CHECK refused it) may hold one without the other, and such a row is
+        /// never claimed again (the claim reads `dead_at IS NULL`), so an
+        /// operator must see it here.
         list = format!(
             "SELECT {DEAD_COLUMNS} FROM {{schema}}.messages \
-              WHERE status = 'dead' AND ($1::text IS NULL OR topic = $1) \
+              WHERE (status = 'dead' OR dead_at IS NOT NULL) \
+                AND ($1::text IS NULL OR topic = $1) \
               ORDER BY id LIMIT $2"
         ),
         /// `$1 int8 id` → [`DEAD_COLUMNS`] of that message, whatever its status,
