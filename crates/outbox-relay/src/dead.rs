@@ -61,12 +61,12 @@ impl fmt::Display for NotReplayed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.status {
             // Dead, yet not replayed: the replay skips rows whose headers
-            // break the schema's rule, since back in pending they would
-            // violate its CHECK.
+            // or created_at break the schema's rules, since back in pending
+            // they would violate its CHECKs.
             Some(s) if s == "dead" => write!(
                 f,
-                "message {} has headers the schema refuses (an object of strings, no reserved \
-                 name): fix them, then replay",
+                "message {} has headers or a created_at the schema refuses (headers: an object \
+                 of strings, no reserved name; created_at: a finite time): fix them, then replay",
                 self.id
             ),
             Some(s) => write!(f, "message {} is not dead (status {s})", self.id),
@@ -154,9 +154,9 @@ impl DeadLetters {
     }
 
     /// How many dead messages `target` covers that [`Self::replay`] leaves
-    /// dead because their headers break the schema's rule (rows dead-lettered
-    /// by migration 6, or written before it): an operator fixes their
-    /// headers, then replays them.
+    /// dead because their headers or created_at break the schema's rules
+    /// (rows dead-lettered by migration 6 or 10, or written before them): an
+    /// operator fixes them, then replays them.
     pub async fn unreplayable(&self, target: &ReplayTarget) -> Result<i64> {
         let (ids, topic, text) = target.filters();
         self.store

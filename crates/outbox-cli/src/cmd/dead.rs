@@ -134,8 +134,9 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
                 let skipped = dead.unreplayable(&target).await?;
                 if skipped > 0 {
                     eprintln!(
-                        "skipped={skipped}: dead messages whose headers the schema refuses \
-                         (an object of strings, no reserved name); fix their headers, then replay"
+                        "skipped={skipped}: dead messages whose headers or created_at the schema \
+                         refuses (headers: an object of strings, no reserved name; created_at: a \
+                         finite time); fix them, then replay"
                     );
                 }
             }

@@ -18,6 +18,14 @@ fn text_match(param: u8) -> String {
     )
 }
 
+/// Whether a dead row may go back to `pending` as a replay writes it:
+/// its headers pass migration 6's rule and its `created_at` migration 10's
+/// (the rest of the state is what the replay writes). A row that breaks
+/// either stays dead until fixed: back in `pending` it would violate a
+/// CHECK and fail the whole replay statement.
+const REPLAYABLE: &str = "{schema}.headers_valid(headers) \
+     AND {schema}.message_state_problem('pending', NULL, NULL, NULL, 0, now(), created_at) IS NULL";
+
 outbox::statements! {
     /// Statements over dead messages, for one schema.
     pub(crate) struct DeadQueries {
@@ -74,7 +82,7 @@ outbox::statements! {
                 WHERE status = 'dead' \
                   AND ($1::int8[] IS NULL OR id = ANY($1)) \
                   AND ($2::text IS NULL OR topic = $2) AND {} \
-                  AND {{schema}}.headers_valid(headers) \
+                  AND {REPLAYABLE} \
                 FOR UPDATE), \
              replayed AS ( \
                UPDATE {{schema}}.messages m \
@@ -92,16 +100,15 @@ outbox::statements! {
             text_match(4)
         ),
         /// `$1 int8[] ids (NULL = any), $2 text topic (NULL = any), $3 text
-        /// filter (NULL = any)` → `int8` count of matching dead rows that [`Self::replay`] skips because their
-        /// headers break the `messages_headers_valid` rule (migration 6): back
-        /// in `pending` they would violate the CHECK, so they stay dead until
-        /// an operator fixes them.
+        /// filter (NULL = any)` → `int8` count of matching dead rows that [`Self::replay`] skips
+        /// ([`REPLAYABLE`]): back in `pending` they would violate a CHECK, so
+        /// they stay dead until an operator fixes them.
         unreplayable = format!(
             "SELECT count(*) AS count FROM {{schema}}.messages \
               WHERE status = 'dead' \
                 AND ($1::int8[] IS NULL OR id = ANY($1)) \
                 AND ($2::text IS NULL OR topic = $2) AND {} \
-                AND NOT {{schema}}.headers_valid(headers)",
+                AND NOT ({REPLAYABLE})",
             text_match(3)
         ),
         /// `$1 int8[] ids` → `(id, status)` of those that exist (live tables).
