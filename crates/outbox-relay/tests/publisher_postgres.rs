@@ -58,7 +58,7 @@ async fn sink_rows(client: &tokio_postgres::Client, schema: &Schema) -> Vec<Sink
                     aggregate_id: r.aggregate_id.clone()?,
                     topic: r.topic.clone(),
                     headers: serde_json::from_value(r.headers.clone()).unwrap(),
-                    payload: r.payload.clone().into(),
+                    payload: r.payload.clone(),
                     created_at: r.enqueued_at?,
                 })
             })();
@@ -68,7 +68,7 @@ async fn sink_rows(client: &tokio_postgres::Client, schema: &Schema) -> Vec<Sink
                 envelope,
                 event_id: r.event_id,
                 topic: r.topic,
-                payload: r.payload,
+                payload: r.payload.to_value().unwrap(),
                 headers: r.headers,
             }
         })

@@ -197,7 +197,7 @@ impl Demo {
                 let tx = client.transaction().await?;
                 match inbox.record(&*tx, event_id, &topic).await? {
                     Delivery::First => {
-                        let order_id = payload["order_id"]
+                        let order_id = payload.to_value()?["order_id"]
                             .as_i64()
                             .context("order.created payload without order_id")?;
                         tx.execute(&self.q.confirm_order, &[&order_id]).await?;

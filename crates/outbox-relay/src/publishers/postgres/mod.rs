@@ -18,11 +18,10 @@ use super::kit::outcome::all_failed;
 use super::PublisherContext;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use chrono::{DateTime, Utc};
-use deadpool_postgres::{Pool, Runtime};
+use deadpool_postgres::Pool;
 use outbox::Schema;
 use sql::SinkQueries;
 use std::sync::Arc;
-use tokio_postgres::NoTls;
 use uuid::Uuid;
 
 mod sql;
@@ -36,6 +35,10 @@ pub struct PostgresPublisher {
 }
 
 crate::debug::debug_showing!(PostgresPublisher { publisher });
+
+/// Connections to a sink in another database: one batch INSERT each, for
+/// the relay's pipelines.
+const SINK_CONNECTIONS: usize = 8;
 
 impl PostgresPublisher {
     /// Writes into `published_events` of `schema`, through `pool`;
@@ -54,11 +57,15 @@ impl PostgresPublisher {
         if !url.contains("://") {
             return Ok(Self::new(ctx.pool.clone(), &ctx.schema, &ctx.relay_id));
         }
-        let mut cfg = deadpool_postgres::Config::new();
-        cfg.url = Some(url.to_owned());
-        let pool = cfg
-            .create_pool(Some(Runtime::Tokio1), NoTls)
-            .map_err(|e| Error::Publisher(format!("bad postgres sink URL: {e}")))?;
+        // As the outbox database: libpq's TLS parameters, named by the relay.
+        let bad = |e: Error| match e {
+            Error::Config(m) => Error::Publisher(format!("bad postgres sink URL: {m}")),
+            other => other,
+        };
+        let target = crate::connect::target(url)
+            .map_err(bad)?
+            .named(&ctx.relay_id);
+        let pool = crate::pool_for(target, SINK_CONNECTIONS).map_err(bad)?;
         let me = Self::new(pool, &ctx.schema, &ctx.relay_id);
         me.ensure_sink().await?;
         Ok(me)
@@ -164,8 +171,8 @@ pub struct PublishedEvent {
     pub event_id: Uuid,
     /// The message's topic.
     pub topic: String,
-    /// The payload.
-    pub payload: serde_json::Value,
+    /// The payload, its JSON text as stored (any number, any depth).
+    pub payload: crate::Payload,
     /// The headers, as a JSON object.
     pub headers: serde_json::Value,
     /// The outbox message's id.
@@ -196,24 +203,26 @@ pub async fn published_after(
     let rows = client
         .query(&SinkQueries::new(schema).read_after, &[&after])
         .await?;
-    Ok(rows
-        .iter()
-        .map(|r| PublishedEvent {
-            id: r.get("id"),
-            event_id: r.get("event_id"),
-            topic: r.get("topic"),
-            payload: r.get("payload"),
-            headers: r.get("headers"),
-            message_id: r.get("message_id"),
-            event_type: r.get("event_type"),
-            event_version: r.get("event_version"),
-            aggregate_type: r.get("aggregate_type"),
-            aggregate_id: r.get("aggregate_id"),
-            enqueued_at: r.get("enqueued_at"),
-            created_at: r.get("created_at"),
-            publisher: r.get("publisher"),
+    use crate::store::decode::get;
+    rows.iter()
+        .map(|r| {
+            Ok(PublishedEvent {
+                id: get(r, "id")?,
+                event_id: get(r, "event_id")?,
+                topic: get(r, "topic")?,
+                payload: get(r, "payload")?,
+                headers: get(r, "headers")?,
+                message_id: get(r, "message_id")?,
+                event_type: get(r, "event_type")?,
+                event_version: get(r, "event_version")?,
+                aggregate_type: get(r, "aggregate_type")?,
+                aggregate_id: get(r, "aggregate_id")?,
+                enqueued_at: get(r, "enqueued_at")?,
+                created_at: get(r, "created_at")?,
+                publisher: get(r, "publisher")?,
+            })
         })
-        .collect())
+        .collect()
 }
 
 /// How many times message `message_id` was written to `schema`'s sink.
@@ -225,7 +234,7 @@ pub async fn published_count(
     let row = client
         .query_one(&SinkQueries::new(schema).count_for_message, &[&message_id])
         .await?;
-    Ok(row.get("count"))
+    crate::store::decode::get(&row, "count")
 }
 
 fn pool_error(e: deadpool_postgres::PoolError) -> PublishError {
