@@ -110,8 +110,12 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     if let (Some(addr), Some(handle)) = (settings.metrics_addr, metrics) {
         let probes = http::Probes::new(relay.store().clone(), publisher);
-        let ui_token = super::ui::token_from_env()?;
-        let server = http::bind(addr, handle, probes, ui_token, shutdown.clone()).await?;
+        let page = http::PageSetup {
+            token: super::ui::token_from_env()?,
+            database_url: url.clone(),
+            allowed_hosts: settings.ui_allowed_hosts.clone(),
+        };
+        let server = http::bind(addr, handle, probes, page, shutdown.clone()).await?;
         tokio::spawn(server);
     }
     tokio::spawn(super::cancel_on_signal(
