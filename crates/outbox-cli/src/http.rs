@@ -54,7 +54,7 @@ pub const PAGE_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// then shows an error instead of queueing without end.
 pub const PAGE_POOL_WAIT: Duration = Duration::from_secs(5);
 
-/// `application_name` of the page's connections.
+/// `application_name` of the page's connections, before the schema's name.
 pub const PAGE_APPLICATION_NAME: &str = "outbox operator page";
 
 /// A store for the operator page over its own small pool: [`PAGE_POOL`]
@@ -72,8 +72,9 @@ pub fn page_store(url: &str, schema: outbox::Schema) -> anyhow::Result<Store> {
     let mut cfg = deadpool_postgres::Config::new();
     cfg.url = Some(url.to_owned());
     cfg.options = Some(options.trim().to_owned());
-    // Named, so pg_stat_activity tells the page's sessions apart.
-    cfg.application_name = Some(PAGE_APPLICATION_NAME.to_owned());
+    // Named, so pg_stat_activity tells the page's sessions apart (which
+    // schema's page; PostgreSQL keeps the first 63 bytes).
+    cfg.application_name = Some(format!("{PAGE_APPLICATION_NAME} {}", schema.name()));
     let mut pool = deadpool_postgres::PoolConfig::new(PAGE_POOL);
     pool.timeouts.wait = Some(PAGE_POOL_WAIT);
     pool.timeouts.create = Some(PAGE_POOL_WAIT);

@@ -93,6 +93,11 @@ async fn hostile_rows_neither_kill_nor_bloat_the_relays_server() {
     assert!(page.contains("bytes cut]"), "no cut marker");
     assert!(!page.contains(&"t".repeat(1000)), "a topic shown whole");
     let (_, metrics) = get(port, "/metrics").unwrap();
+    eprintln!(
+        "page {} bytes, /metrics {} bytes",
+        page.len(),
+        metrics.len()
+    );
     assert!(
         metrics.len() < 128 * 1024,
         "/metrics is {} bytes",
@@ -322,13 +327,15 @@ async fn the_page_has_its_own_small_pool_and_delivery_goes_on() {
     .await;
     let client_db = t.pool.get().await.unwrap();
     let count_sql = format!("SELECT count(*) FROM {}.messages_sent", t.schema.quoted());
-    let page_conns =
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outbox operator page'";
+    let page_conns = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outbox operator page {}'",
+        t.name()
+    );
     let mut most = 0i64;
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let n: i64 = client_db.query_one(&count_sql, &[]).await.unwrap().get(0);
-        let c: i64 = client_db.query_one(page_conns, &[]).await.unwrap().get(0);
+        let c: i64 = client_db.query_one(&page_conns, &[]).await.unwrap().get(0);
         most = most.max(c);
         if n >= 500 {
             break;
@@ -344,6 +351,7 @@ async fn the_page_has_its_own_small_pool_and_delivery_goes_on() {
     for v in viewers {
         answered += v.await.unwrap();
     }
+    eprintln!("{answered} filters answered, the page held at most {most} connections");
     assert!(answered > 40, "the page answered {answered} filters");
     assert!((1..=2).contains(&most), "the page held {most} connections");
 }
@@ -372,6 +380,7 @@ async fn a_page_query_past_the_timeout_answers_an_error() {
         .unwrap();
     let took = started.elapsed();
     let body = r.text().await.unwrap();
+    eprintln!("a filter under a lock answered in {took:?}");
     tx.rollback().await.unwrap();
     assert!(body.contains("statement timeout"), "{body}");
     assert!(took < Duration::from_secs(20), "took {took:?}");
