@@ -388,3 +388,46 @@ pub async fn logout(State(ui): State<Ui>, headers: HeaderMap) -> Response {
     )
         .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_ends_at_its_max_age_and_at_sign_out() {
+        let auth = Auth::new(Some("a-token-of-sixteen-or-more".to_owned()));
+        let a = auth.open_session().unwrap();
+        let b = auth.open_session().unwrap();
+        assert_ne!(a, b, "each sign-in gets its own id");
+        assert!(auth.session_is(&a) && auth.session_is(&b));
+        auth.close_session(&a);
+        assert!(!auth.session_is(&a), "signed out, still acts");
+        assert!(auth.session_is(&b), "one sign-out ended another session");
+        // Signed in longer ago than the maximum age.
+        if let Some(old) = Instant::now().checked_sub(SESSION_MAX_AGE + Duration::from_secs(1)) {
+            auth.sessions.lock().unwrap().live.insert(b.clone(), old);
+            assert!(!auth.session_is(&b), "an expired session still acts");
+        }
+        assert!(!auth.session_is("forged"));
+    }
+
+    #[test]
+    fn failed_logins_are_throttled_per_client_and_for_all() {
+        let auth = Auth::new(Some("a-token-of-sixteen-or-more".to_owned()));
+        let one: IpAddr = [10, 0, 0, 1].into();
+        for _ in 0..LOGIN_FAILURES_PER_CLIENT {
+            assert!(auth.login_allowed(one));
+            auth.login_failed(one);
+        }
+        assert!(!auth.login_allowed(one));
+        let mut n = LOGIN_FAILURES_PER_CLIENT;
+        for i in 0u8.. {
+            if n >= LOGIN_FAILURES_ALL {
+                break;
+            }
+            auth.login_failed([10, 0, 1, i].into());
+            n += 1;
+        }
+        assert!(!auth.login_allowed([10, 0, 2, 1].into()), "no global limit");
+    }
+}
