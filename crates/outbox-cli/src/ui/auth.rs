@@ -420,13 +420,9 @@ mod tests {
             auth.login_failed(one);
         }
         assert!(!auth.login_allowed(one));
-        let mut n = LOGIN_FAILURES_PER_CLIENT;
-        for i in 0u8.. {
-            if n >= LOGIN_FAILURES_ALL {
-                break;
-            }
-            auth.login_failed([10, 0, 1, i].into());
-            n += 1;
+        // The rest of the global budget, one failure from each of many addresses.
+        for i in 0..(LOGIN_FAILURES_ALL - LOGIN_FAILURES_PER_CLIENT) {
+            auth.login_failed([10, 0, 1, i as u8].into());
         }
         assert!(!auth.login_allowed([10, 0, 2, 1].into()), "no global limit");
     }
