@@ -192,9 +192,7 @@ fn host_allowed(host: &str, allowed: &[String]) -> bool {
         host.rsplit_once(':').map_or(host, |(n, _)| n)
     };
     let name = name.trim_end_matches('.').to_ascii_lowercase();
-    name.parse::<std::net::Ipv4Addr>().is_ok()
-        || name == "localhost"
-        || allowed.contains(&name)
+    name.parse::<std::net::Ipv4Addr>().is_ok() || name == "localhost" || allowed.contains(&name)
 }
 
 /// What every response of the page carries: scripts only from the page's
