@@ -83,7 +83,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     // for the postgres sink, the publisher's); the reaper and archiver one
     // each. With metrics on, the backlog count and the two readiness probes
     // get their own, so a busy relay does not turn unready waiting for one.
-    // The operator page at `/` counts on one more, only while it is watched.
+    // The fourth is spare: the operator page at `/` has its own pool (`http::page_store`).
     let observers = if metrics.is_some() { 4 } else { 0 };
     let pool = crate::db::connect(&url, 2 * config.concurrency + 2 + observers).await?;
     let schema = settings.schema.clone();
