@@ -39,7 +39,65 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub const MAX_CONNECTION_AGE: Duration = Duration::from_secs(60);
 /// Connections served at once; further ones wait in the listen backlog
 /// until one closes, so a flood costs file descriptors up to this bound.
+/// The page's event streams have a lower cap of their own
+/// (`ui::MAX_STREAMS`), so probes always find room.
 pub const MAX_CONNECTIONS: usize = 256;
+/// Connections of the operator page's own pool: its queries (a viewer's
+/// filter over the dead letters, the snapshot) never take the relay's
+/// connections. Forty viewers filtering once stalled delivery from 0.06 s
+/// to 43 s on the shared pool.
+pub const PAGE_POOL: usize = 2;
+/// A page query running longer than this is cancelled by PostgreSQL
+/// (`statement_timeout`) and the page shows the error.
+pub const PAGE_STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A page request waits this long for one of [`PAGE_POOL`]'s connections,
+/// then shows an error instead of queueing without end.
+pub const PAGE_POOL_WAIT: Duration = Duration::from_secs(5);
+
+/// `application_name` of the page's connections, before the schema's name.
+pub const PAGE_APPLICATION_NAME: &str = "outbox operator page";
+
+/// A store for the operator page over its own small pool: [`PAGE_POOL`]
+/// connections, each with [`PAGE_STATEMENT_TIMEOUT`]. Connects lazily.
+pub fn page_store(url: &str, schema: outbox::Schema) -> anyhow::Result<Store> {
+    let given: tokio_postgres::Config = url
+        .parse()
+        .context("bad database URL for the operator page's pool")?;
+    // The URL's own options (a search_path, say) are kept.
+    let options = format!(
+        "{} -c statement_timeout={}",
+        given.get_options().unwrap_or(""),
+        PAGE_STATEMENT_TIMEOUT.as_millis()
+    );
+    let mut cfg = deadpool_postgres::Config::new();
+    cfg.url = Some(url.to_owned());
+    cfg.options = Some(options.trim().to_owned());
+    // Named, so pg_stat_activity tells the page's sessions apart (which
+    // schema's page; PostgreSQL keeps the first 63 bytes).
+    cfg.application_name = Some(format!("{PAGE_APPLICATION_NAME} {}", schema.name()));
+    let mut pool = deadpool_postgres::PoolConfig::new(PAGE_POOL);
+    pool.timeouts.wait = Some(PAGE_POOL_WAIT);
+    pool.timeouts.create = Some(PAGE_POOL_WAIT);
+    cfg.pool = Some(pool);
+    let pool = cfg
+        .create_pool(
+            Some(deadpool_postgres::Runtime::Tokio1),
+            tokio_postgres::NoTls,
+        )
+        .context("cannot make the operator page's pool")?;
+    Ok(Store::new(pool, schema))
+}
+
+/// How the relay serves its operator page.
+#[derive(Debug, Clone, Default)]
+pub struct PageSetup {
+    /// `OUTBOX_UI_TOKEN`: actions (and, beyond loopback, reading) need it.
+    pub token: Option<String>,
+    /// The outbox database, for the page's own pool ([`page_store`]).
+    pub database_url: String,
+    /// `ui_allowed_hosts`.
+    pub allowed_hosts: Vec<String>,
+}
 
 /// Installs the process-wide Prometheus recorder, with histogram buckets for
 /// the relay's histograms (summaries would not aggregate across relays).
@@ -145,14 +203,18 @@ struct AppState {
 
 /// Binds `addr` now, so a taken port fails the start with one clear line,
 /// and returns the server, which runs until `shutdown`. The operator page
-/// is served at `/` over `store`, with actions if `ui_token` is set.
+/// is served at `/` over its own pool ([`page_store`]), with actions if
+/// `page.token` is set. `/metrics`, `/healthz` and `/readyz` answer any
+/// `Host` (a Prometheus server or a kubelet names the relay by IP, and
+/// they show no producer data); the page answers only its own names.
 pub async fn bind(
     addr: SocketAddr,
     metrics: PrometheusHandle,
     probes: Probes,
-    ui_token: Option<String>,
+    page: PageSetup,
     shutdown: CancellationToken,
 ) -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    let ui_token = page.token;
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot serve metrics on {addr}"))?;
@@ -180,18 +242,28 @@ pub async fn bind(
         (Some(_), true) => "token needed to read and act",
         (Some(_), false) => "actions with OUTBOX_UI_TOKEN",
     };
-    let page = (ui_token.is_some() || !beyond).then(|| {
+    let page_store = if ui_token.is_some() || !beyond {
+        Some(page_store(
+            &page.database_url,
+            probes.store.schema().clone(),
+        )?)
+    } else {
+        None
+    };
+    let allowed_hosts = page.allowed_hosts;
+    let page = page_store.map(|page_store| {
         let breaker_source = {
             let handle = metrics.clone();
             Arc::new(move || breaker_open(&handle.render())) as crate::ui::BreakerSource
         };
         crate::ui::router(
-            probes.store.clone(),
+            page_store,
             crate::ui::Options {
                 token: ui_token,
                 private: beyond,
                 interval: crate::ui::DEFAULT_INTERVAL,
                 breaker: Some(breaker_source),
+                allowed_hosts,
             },
             shutdown.clone(),
         )
@@ -246,6 +318,10 @@ fn breaker_open(text: &str) -> Option<bool> {
 /// Each request carries its peer's address (`ConnectInfo`), which the
 /// operator page's audit lines name.
 pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationToken) {
+    // A handler that panics answers 500 and the server keeps serving; the
+    // panic is logged. (Without it hyper drops the connection, and a panic
+    // outside a connection's task ended the whole server.)
+    let app = app.layer(tower_http::catch_panic::CatchPanicLayer::custom(panicked));
     let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
@@ -295,6 +371,22 @@ pub async fn serve(listener: TcpListener, app: Router, shutdown: CancellationTok
     // every connection has finished (each within HEADER_READ_TIMEOUT of
     // the shutdown).
     let _ = permits.acquire_many(MAX_CONNECTIONS as u32).await;
+}
+
+/// The answer to a request whose handler panicked.
+fn panicked(e: Box<dyn std::any::Any + Send + 'static>) -> axum::response::Response {
+    let what = e
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| e.downcast_ref::<&str>().copied())
+        .unwrap_or("(no message)");
+    tracing::error!(panic = %what, "an HTTP handler panicked; answered 500");
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "500: internal error (logged); the server keeps serving\n",
+    )
+        .into_response()
 }
 
 async fn metrics_text(State(s): State<AppState>) -> impl IntoResponse {

@@ -129,7 +129,14 @@ pub fn set_topic_labels(policy: TopicLabels) {
     t.seen.clear();
 }
 
+/// Bytes of a topic kept in its label: a series' name is in every scrape,
+/// and a 1 MiB topic once made `/metrics` 50 MiB. Longer topics are cut
+/// (with a marker saying how much), and topics that agree on their first
+/// bytes share a series.
+pub const TOPIC_LABEL_MAX: usize = 128;
+
 fn topic_label(topic: &str) -> String {
+    let topic = &*crate::store::cut(topic, TOPIC_LABEL_MAX);
     let mut t = topics().lock().unwrap();
     match t.policy {
         TopicLabels::Off => OTHER_TOPIC.to_owned(),
@@ -284,6 +291,11 @@ mod tests {
         assert_eq!(topic_label("a"), "a");
         set_topic_labels(TopicLabels::Off);
         assert_eq!(topic_label("a"), OTHER_TOPIC);
+        set_topic_labels(TopicLabels::Capped(2));
+        let long = "t".repeat(1 << 20);
+        let label = topic_label(&long);
+        assert!(label.len() < TOPIC_LABEL_MAX + 40, "{}", label.len());
+        assert!(label.ends_with("bytes cut]"), "{label}");
         set_topic_labels(TopicLabels::default());
     }
 }

@@ -83,7 +83,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     // for the postgres sink, the publisher's); the reaper and archiver one
     // each. With metrics on, the backlog count and the two readiness probes
     // get their own, so a busy relay does not turn unready waiting for one.
-    // The operator page at `/` counts on one more, only while it is watched.
+    // The fourth is spare: the operator page at `/` has its own pool (`http::page_store`).
     let observers = if metrics.is_some() { 4 } else { 0 };
     let pool = crate::db::connect_as(
         &url,
@@ -117,8 +117,12 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     let shutdown = CancellationToken::new();
     if let (Some(addr), Some(handle)) = (settings.metrics_addr, metrics) {
         let probes = http::Probes::new(relay.store().clone(), publisher);
-        let ui_token = super::ui::token_from_env()?;
-        let server = http::bind(addr, handle, probes, ui_token, shutdown.clone()).await?;
+        let page = http::PageSetup {
+            token: super::ui::token_from_env()?,
+            database_url: url.clone(),
+            allowed_hosts: settings.ui_allowed_hosts.clone(),
+        };
+        let server = http::bind(addr, handle, probes, page, shutdown.clone()).await?;
         tokio::spawn(server);
     }
     tokio::spawn(super::cancel_on_signal(

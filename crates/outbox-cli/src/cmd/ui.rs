@@ -1,6 +1,5 @@
 use anyhow::{bail, Context};
 use outbox::Schema;
-use outbox_relay::Store;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -18,6 +17,10 @@ pub struct Args {
     /// Count at most once per this, for every viewer together, e.g. 2s.
     #[arg(long, value_parser = super::parse_duration, default_value = "2s", value_name = "DURATION")]
     interval: Duration,
+    /// Host names the page answers besides IP addresses and localhost,
+    /// comma-separated (any other `Host` is refused: DNS rebinding).
+    #[arg(long, env = "OUTBOX_UI_ALLOWED_HOSTS", value_name = "NAMES")]
+    ui_allowed_hosts: Option<String>,
 }
 
 /// Shortest token accepted: a guessable one would make the token pointless.
@@ -50,12 +53,20 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
             args.addr
         );
     }
+    let allowed_hosts = match &args.ui_allowed_hosts {
+        Some(names) => crate::config::parse::host_names(names)
+            .map_err(|e| anyhow::anyhow!("--ui-allowed-hosts: {e}"))?,
+        None => Vec::new(),
+    };
     let token = if args.read_only { None } else { token };
     // Beyond loopback the page shows producers' payloads and errors to
     // whoever reaches it: with a token, reading needs it too.
     let private = !args.addr.ip().is_loopback() && token.is_some();
-    let pool = crate::db::connect(&crate::db::require_url(url)?, 4).await?;
-    let store = Store::new(pool, schema);
+    let url = crate::db::require_url(url)?;
+    // Proves the URL now (one clear line if it is wrong), then serves from
+    // the page's own small pool with a statement timeout.
+    drop(crate::db::connect(&url, 1).await?);
+    let store = crate::http::page_store(&url, schema)?;
     store.check_migrated().await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
@@ -70,6 +81,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
             private,
             interval: args.interval,
             breaker: None,
+            allowed_hosts,
         },
         shutdown.clone(),
     );

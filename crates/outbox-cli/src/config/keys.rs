@@ -327,6 +327,20 @@ pub const KEYS: &[Key] = &[
         )
     },
     Key {
+        unset: Some("none"),
+        help: || {
+            "Host names the operator page answers besides IP addresses and localhost, comma-separated, e.g. outbox.internal (any other Host header is refused: DNS rebinding)".into()
+        },
+        doc: || {
+            "comma-separated names the [operator page](#operator-page) answers in `Host`, besides IP addresses and `localhost`".into()
+        },
+        ..key(
+            "ui_allowed_hosts",
+            "OUTBOX_UI_ALLOWED_HOSTS",
+            "--ui-allowed-hosts",
+        )
+    },
+    Key {
         global: true,
         default: || Some(crate::logging::LogFormat::default().as_str().into()),
         help: || {

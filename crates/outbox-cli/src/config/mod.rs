@@ -131,6 +131,9 @@ pub struct Settings {
     pub metrics_addr: Option<SocketAddr>,
     /// How topics label `outbox_published_total`.
     pub metrics_topics: TopicLabels,
+    /// Names the operator page answers in `Host`, besides IP addresses
+    /// and `localhost`.
+    pub ui_allowed_hosts: Vec<String>,
     /// Log lines for people or for machines.
     pub log_format: LogFormat,
     /// The config file read, if any.
@@ -373,6 +376,7 @@ impl Settings {
                 parse::topic_labels,
                 TopicLabels::default()
             ),
+            ui_allowed_hosts: field!("ui_allowed_hosts", parse::host_names, Vec::new()),
             log_format: field!("log_format", parse::log_format, LogFormat::default()),
             file: file.map(Path::to_owned),
             raw: raw.clone(),

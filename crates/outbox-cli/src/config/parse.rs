@@ -151,6 +151,26 @@ pub fn socket_addr(s: &str) -> Result<SocketAddr, String> {
         .map_err(|_| "expected an address such as 127.0.0.1:9090 or [::]:9090".into())
 }
 
+/// Comma-separated host names (no port), lowercased: `outbox.internal,ops`.
+pub fn host_names(s: &str) -> Result<Vec<String>, String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|h| {
+            let ok = h.len() <= 253
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '.');
+            if ok {
+                Ok(h.to_ascii_lowercase())
+            } else {
+                Err(format!(
+                    "{h:?} is not a host name (letters, digits, '-', '.'; no port)"
+                ))
+            }
+        })
+        .collect()
+}
+
 /// How many distinct topics label `outbox_published_total`: a number, or
 /// `off` to drop the label.
 pub fn topic_labels(s: &str) -> Result<TopicLabels, String> {

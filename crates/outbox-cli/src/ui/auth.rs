@@ -10,20 +10,62 @@
 //! with a secret is constant-time.
 
 use super::{field, page, pairs, Ui};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
 
 /// The session cookie's name.
 const COOKIE: &str = "outbox_ui_session";
+/// A session ends this long after signing in, whatever it does.
+pub const SESSION_MAX_AGE: Duration = Duration::from_secs(12 * 3600);
+/// Sessions kept at once; signing in beyond ends the oldest.
+const MAX_SESSIONS: usize = 256;
+/// The window failed logins are counted in.
+const LOGIN_WINDOW: Duration = Duration::from_secs(60);
+/// Failed logins one client address may make per [`LOGIN_WINDOW`].
+pub const LOGIN_FAILURES_PER_CLIENT: u32 = 5;
+/// Failed logins all clients together may make per [`LOGIN_WINDOW`]: an
+/// attacker with many addresses still guesses slowly.
+pub const LOGIN_FAILURES_ALL: u32 = 30;
+/// Client addresses whose failures are remembered.
+const MAX_CLIENTS: usize = 10_000;
 
-/// The token, and the session value derived from it.
+/// The token, the key sessions are derived with, and the live sessions.
 pub struct Auth {
     token: Option<[u8; 32]>,
-    session: Option<String>,
+    /// Keys the session ids: `None` without a token.
+    session: Option<Hmac<Sha256>>,
+    sessions: Mutex<Sessions>,
+    failures: Mutex<Failures>,
+}
+
+#[derive(Default)]
+struct Sessions {
+    /// Session id → when it was signed in.
+    live: HashMap<String, Instant>,
+    /// Makes each id different.
+    issued: u64,
+}
+
+#[derive(Default)]
+struct Failures {
+    all: (Option<Instant>, u32),
+    by_client: HashMap<IpAddr, (Instant, u32)>,
+}
+
+/// One window's count: `(start, n)`, restarted when the window has passed.
+fn tick(window: &mut (Instant, u32), now: Instant) -> &mut u32 {
+    if now.duration_since(window.0) >= LOGIN_WINDOW {
+        *window = (now, 0);
+    }
+    &mut window.1
 }
 
 /// What a request may do, for the page to show the right controls.
@@ -71,19 +113,87 @@ impl Auth {
     pub fn new(token: Option<String>) -> Self {
         // The cookie carries a value derived from the token, not the token:
         // a leaked cookie (a proxy's log) does not give the Bearer secret.
+        // Each session id is an HMAC, keyed by the token, of a counter and
+        // the time: unguessable without the token, different every time.
         let session = token.as_ref().map(|t| {
-            let mut mac =
-                Hmac::<Sha256>::new_from_slice(t.as_bytes()).expect("HMAC takes any key length");
-            mac.update(b"outbox ui session v1");
-            mac.finalize()
-                .into_bytes()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect()
+            Hmac::<Sha256>::new_from_slice(t.as_bytes()).expect("HMAC takes any key length")
         });
         Self {
             token: token.map(|t| digest(t.as_bytes())),
             session,
+            sessions: Mutex::default(),
+            failures: Mutex::default(),
+        }
+    }
+
+    /// A new session id, kept until it expires or signs out.
+    fn open_session(&self) -> Option<String> {
+        let mut mac = self.session.clone()?;
+        let mut s = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        s.issued += 1;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        mac.update(b"outbox ui session v2");
+        mac.update(&s.issued.to_be_bytes());
+        mac.update(&now.as_nanos().to_be_bytes());
+        mac.update(&std::process::id().to_be_bytes());
+        let id: String = mac
+            .finalize()
+            .into_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        s.live.retain(|_, at| at.elapsed() < SESSION_MAX_AGE);
+        if s.live.len() >= MAX_SESSIONS {
+            if let Some(oldest) = s
+                .live
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(k, _)| k.clone())
+            {
+                s.live.remove(&oldest);
+            }
+        }
+        s.live.insert(id.clone(), Instant::now());
+        Some(id)
+    }
+
+    /// Ends the session `id`, if it is one.
+    fn close_session(&self, id: &str) {
+        let mut s = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        s.live
+            .retain(|k, _| !bool::from(digest(k.as_bytes()).ct_eq(&digest(id.as_bytes()))));
+    }
+
+    /// Whether a login from `client` may be tried now.
+    fn login_allowed(&self, client: IpAddr) -> bool {
+        let now = Instant::now();
+        let f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let all = f
+            .all
+            .0
+            .is_some_and(|at| now.duration_since(at) < LOGIN_WINDOW)
+            && f.all.1 >= LOGIN_FAILURES_ALL;
+        let mine = f.by_client.get(&client).is_some_and(|(at, n)| {
+            now.duration_since(*at) < LOGIN_WINDOW && *n >= LOGIN_FAILURES_PER_CLIENT
+        });
+        !all && !mine
+    }
+
+    /// Counts a failed login from `client`.
+    fn login_failed(&self, client: IpAddr) {
+        let now = Instant::now();
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        let mut all = (f.all.0.unwrap_or(now), f.all.1);
+        *tick(&mut all, now) += 1;
+        f.all = (Some(all.0), all.1);
+        if f.by_client.len() >= MAX_CLIENTS {
+            f.by_client
+                .retain(|_, (at, _)| now.duration_since(*at) < LOGIN_WINDOW);
+        }
+        if f.by_client.len() < MAX_CLIENTS {
+            *tick(f.by_client.entry(client).or_insert((now, 0)), now) += 1;
         }
     }
 
@@ -92,10 +202,16 @@ impl Auth {
             .is_some_and(|t| bool::from(t.ct_eq(&digest(given.as_bytes()))))
     }
 
+    /// Whether `given` is a live session: signed in less than
+    /// [`SESSION_MAX_AGE`] ago and not signed out.
     fn session_is(&self, given: &str) -> bool {
-        self.session
-            .as_ref()
-            .is_some_and(|s| bool::from(digest(s.as_bytes()).ct_eq(&digest(given.as_bytes()))))
+        let given = digest(given.as_bytes());
+        let s = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        // Every id is compared, in constant time each.
+        s.live.iter().fold(false, |found, (id, at)| {
+            let same = bool::from(digest(id.as_bytes()).ct_eq(&given));
+            found | (same && at.elapsed() < SESSION_MAX_AGE)
+        })
     }
 
     fn cookie_ok(&self, headers: &HeaderMap) -> bool {
@@ -204,7 +320,12 @@ fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
 }
 
 /// `POST /login`: `token=…` from the form; sets the session cookie.
-pub async fn login(State(ui): State<Ui>, headers: HeaderMap, body: String) -> Response {
+pub async fn login(
+    State(ui): State<Ui>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: String,
+) -> Response {
     let auth = &ui.inner.auth;
     if auth.session.is_none() {
         return Refused(
@@ -218,27 +339,43 @@ pub async fn login(State(ui): State<Ui>, headers: HeaderMap, body: String) -> Re
     if let Err(r) = cross_site_check(&headers).and_then(|()| same_origin_check(&headers)) {
         return r.into_response();
     }
+    // Before the token is looked at: a throttled guess learns nothing.
+    if !auth.login_allowed(peer.ip()) {
+        tracing::warn!(target: "outbox::ui::audit", action = "login", from = %peer.ip(), outcome = "throttled");
+        let mut r = page::problem(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many failed sign-ins; wait a minute",
+        );
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from_static("60"));
+        return r;
+    }
     let given = field(&pairs(&body), "token").unwrap_or_default();
     if !auth.token_is(&given) {
-        tracing::warn!(target: "outbox::ui::audit", action = "login", outcome = "wrong token");
+        auth.login_failed(peer.ip());
+        tracing::warn!(target: "outbox::ui::audit", action = "login", from = %peer.ip(), outcome = "wrong token");
         return page::problem(StatusCode::UNAUTHORIZED, "wrong token");
     }
-    let session = auth.session.clone().unwrap_or_default();
+    let session = auth.open_session().unwrap_or_default();
+    let max_age = SESSION_MAX_AGE.as_secs();
     (
         StatusCode::SEE_OTHER,
         [
             (header::LOCATION, "/".to_owned()),
             (
                 header::SET_COOKIE,
-                format!("{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/"),
+                format!("{COOKIE}={session}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}"),
             ),
         ],
     )
         .into_response()
 }
 
-/// `POST /logout`: clears the cookie.
-pub async fn logout() -> Response {
+/// `POST /logout`: ends the session on the server and clears the cookie.
+pub async fn logout(State(ui): State<Ui>, headers: HeaderMap) -> Response {
+    if let Some(id) = cookie(&headers, COOKIE) {
+        ui.inner.auth.close_session(&id);
+    }
     (
         StatusCode::SEE_OTHER,
         [
@@ -250,4 +387,43 @@ pub async fn logout() -> Response {
         ],
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_session_ends_at_its_max_age_and_at_sign_out() {
+        let auth = Auth::new(Some("a-token-of-sixteen-or-more".to_owned()));
+        let a = auth.open_session().unwrap();
+        let b = auth.open_session().unwrap();
+        assert_ne!(a, b, "each sign-in gets its own id");
+        assert!(auth.session_is(&a) && auth.session_is(&b));
+        auth.close_session(&a);
+        assert!(!auth.session_is(&a), "signed out, still acts");
+        assert!(auth.session_is(&b), "one sign-out ended another session");
+        // Signed in longer ago than the maximum age.
+        if let Some(old) = Instant::now().checked_sub(SESSION_MAX_AGE + Duration::from_secs(1)) {
+            auth.sessions.lock().unwrap().live.insert(b.clone(), old);
+            assert!(!auth.session_is(&b), "an expired session still acts");
+        }
+        assert!(!auth.session_is("forged"));
+    }
+
+    #[test]
+    fn failed_logins_are_throttled_per_client_and_for_all() {
+        let auth = Auth::new(Some("a-token-of-sixteen-or-more".to_owned()));
+        let one: IpAddr = [10, 0, 0, 1].into();
+        for _ in 0..LOGIN_FAILURES_PER_CLIENT {
+            assert!(auth.login_allowed(one));
+            auth.login_failed(one);
+        }
+        assert!(!auth.login_allowed(one));
+        // The rest of the global budget, one failure from each of many addresses.
+        for i in 0..(LOGIN_FAILURES_ALL - LOGIN_FAILURES_PER_CLIENT) {
+            auth.login_failed([10, 0, 1, i as u8].into());
+        }
+        assert!(!auth.login_allowed([10, 0, 2, 1].into()), "no global limit");
+    }
 }

@@ -41,6 +41,26 @@ const LIVE_DEAD: i64 = 50;
 const RECONNECT: Duration = Duration::from_secs(1);
 /// Dead letters a filtered list shows.
 const FILTERED_DEAD: i64 = 200;
+/// Bytes shown of a name a producer or relay chose (topic, event type,
+/// relay id, who replayed): longer ones are cut with a marker. A topic of
+/// 1 MiB once made one page view 200 MiB.
+pub(crate) const SHOWN_TEXT: usize = 200;
+/// Bytes shown of a reason or error in a list.
+pub(crate) const SHOWN_REASON: usize = 500;
+/// Bytes shown of one field of a dead letter's own page (payload, headers,
+/// last error).
+pub(crate) const SHOWN_FIELD: usize = 64 * 1024;
+/// Topics listed by the page, the ones with the most rows; the rest are
+/// counted in the totals and said to be left out.
+pub(crate) const MAX_TOPICS: usize = 100;
+/// Relays listed by the page.
+pub(crate) const MAX_RELAYS: usize = 50;
+/// Event streams open at once; one more is answered 503. Streams live
+/// long, and all of them together stay well under the server's connection
+/// cap (`http::MAX_CONNECTIONS`), so `/healthz` and `/readyz` always have
+/// room: 260 open streams once starved the probes and got a healthy relay
+/// restarted.
+pub const MAX_STREAMS: usize = 64;
 
 /// How the page is served.
 #[derive(Clone)]
@@ -54,6 +74,9 @@ pub struct Options {
     /// Where the breaker's state comes from, when the page runs inside a
     /// relay; `None` shows it as unknown.
     pub breaker: Option<BreakerSource>,
+    /// Names answered in `Host` besides IP addresses and `localhost`
+    /// (lowercase, no port).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl std::fmt::Debug for Options {
@@ -63,6 +86,7 @@ impl std::fmt::Debug for Options {
             .field("token", &self.token.as_ref().map(|_| "***"))
             .field("private", &self.private)
             .field("interval", &self.interval)
+            .field("allowed_hosts", &self.allowed_hosts)
             .finish()
     }
 }
@@ -86,6 +110,8 @@ struct Inner {
     /// Ends the event streams too: a graceful shutdown would otherwise
     /// wait on them.
     shutdown: CancellationToken,
+    /// One permit per open event stream ([`MAX_STREAMS`]).
+    streams: Arc<tokio::sync::Semaphore>,
 }
 
 /// The page's routes, and the task that computes its snapshots; the task
@@ -106,9 +132,11 @@ pub fn router(
             interval: options.interval,
             private: options.private && options.token.is_some(),
             shutdown: shutdown.clone(),
+            streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
         }),
     };
     let task = snapshot::run(ui.clone(), options.breaker, shutdown);
+    let allowed = Arc::new(options.allowed_hosts);
     let app = Router::new()
         .route("/", get(index))
         .route("/events", get(events))
@@ -121,8 +149,50 @@ pub fn router(
         .route("/replay-matching", post(actions::replay_matching))
         .route("/purge", post(actions::purge))
         .layer(axum::middleware::map_response(security_headers))
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                let allowed = allowed.clone();
+                async move {
+                    let host = req
+                        .headers()
+                        .get(header::HOST)
+                        .map(|h| h.to_str().unwrap_or("\u{fffd}"));
+                    if host.is_some_and(|h| !host_allowed(h, &allowed)) {
+                        return (
+                            StatusCode::MISDIRECTED_REQUEST,
+                            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+                            "421: this page answers only its own address, localhost or a name \
+                             given in ui_allowed_hosts (a name elsewhere could be DNS rebinding)\n",
+                        )
+                            .into_response();
+                    }
+                    next.run(req).await
+                }
+            },
+        ))
         .with_state(ui);
     (app, task)
+}
+
+/// Whether the page answers a request for `host` (a `Host` header): an IP
+/// address (any port), `localhost`, or one of `allowed`. A web site that
+/// points its own name at 127.0.0.1 (DNS rebinding) gets its name in
+/// `Host`, so its script cannot read the page, its event stream or a dead
+/// letter's payload. An IP literal cannot be rebound: it names the address
+/// itself. A request without `Host` (HTTP/1.0) comes from no browser and is
+/// served.
+fn host_allowed(host: &str, allowed: &[String]) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        // [::1]:9091
+        match rest.split_once(']') {
+            Some((ip, _)) => return ip.parse::<std::net::Ipv6Addr>().is_ok(),
+            None => return false,
+        }
+    } else {
+        host.rsplit_once(':').map_or(host, |(n, _)| n)
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name.parse::<std::net::Ipv4Addr>().is_ok() || name == "localhost" || allowed.contains(&name)
 }
 
 /// What every response of the page carries: scripts only from the page's
@@ -241,12 +311,20 @@ async fn events(State(ui): State<Ui>, headers: HeaderMap) -> Response {
     if !ui.may_read(&headers) {
         return page::problem(StatusCode::UNAUTHORIZED, "sign in with the token first");
     }
+    let Ok(permit) = ui.inner.streams.clone().try_acquire_owned() else {
+        return page::problem(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many live views open; reload the page later",
+        );
+    };
     let mut rx = ui.inner.snapshots.subscribe();
     ui.inner.wake.notify_one();
     // The current snapshot first (if there is one yet), then each new one.
     rx.mark_changed();
     let stop = ui.inner.shutdown.clone();
-    let stream = futures_util::stream::unfold((rx, stop), |(mut rx, stop)| async move {
+    // The permit lives as long as the stream.
+    let state = (rx, stop, permit);
+    let stream = futures_util::stream::unfold(state, |(mut rx, stop, permit)| async move {
         loop {
             tokio::select! {
                 changed = rx.changed() => changed.ok()?,
@@ -258,7 +336,7 @@ async fn events(State(ui): State<Ui>, headers: HeaderMap) -> Response {
                     .event("snapshot")
                     .retry(RECONNECT)
                     .data(snap.event.as_str());
-                return Some((Ok::<_, Infallible>(event), (rx, stop)));
+                return Some((Ok::<_, Infallible>(event), (rx, stop, permit)));
             }
         }
     });
@@ -312,4 +390,35 @@ async fn stylesheet() -> impl IntoResponse {
         ],
         include_str!("assets/ui.css"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_allowed;
+
+    #[test]
+    fn only_addresses_localhost_and_named_hosts_are_answered() {
+        let allowed = vec!["ops.internal".to_owned()];
+        for ok in [
+            "127.0.0.1:9091",
+            "127.0.0.1",
+            "10.1.2.3:80",
+            "[::1]:9091",
+            "localhost",
+            "LOCALHOST:9091",
+            "ops.internal:9091",
+            "ops.internal.",
+        ] {
+            assert!(host_allowed(ok, &allowed), "{ok}");
+        }
+        for refused in [
+            "evil.example:9091",
+            "evil.example",
+            "127.0.0.1.evil.example",
+            "[::1",
+            "",
+        ] {
+            assert!(!host_allowed(refused, &allowed), "{refused}");
+        }
+    }
 }

@@ -3,11 +3,12 @@
 
 use super::auth::Access;
 use super::snapshot::{Snapshot, STATUSES};
+use super::{SHOWN_FIELD, SHOWN_REASON, SHOWN_TEXT};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use maud::{html, Markup, DOCTYPE};
-use outbox_relay::store::{DeadMessage, DeadSummary};
+use outbox_relay::store::{cut, DeadMessage, DeadSummary, Timestamp};
 use std::time::Duration;
 
 /// A page response.
@@ -119,12 +120,58 @@ pub struct IndexView<'a> {
     pub access: Access,
 }
 
-fn time(t: &DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S").to_string()
+/// A time as the page shows it, whichever type the store reads it as: a
+/// stored `'infinity'` or year 200000 shows as such.
+trait ShownTime {
+    fn shown(&self) -> String;
 }
 
-fn opt_time(t: &Option<DateTime<Utc>>) -> String {
+impl ShownTime for DateTime<Utc> {
+    fn shown(&self) -> String {
+        self.format("%Y-%m-%d %H:%M:%S").to_string()
+    }
+}
+
+impl ShownTime for Timestamp {
+    fn shown(&self) -> String {
+        self.at().map_or_else(|| self.to_string(), |t| t.shown())
+    }
+}
+
+fn time<T: ShownTime>(t: &T) -> String {
+    t.shown()
+}
+
+fn opt_time<T: ShownTime>(t: &Option<T>) -> String {
     t.as_ref().map_or_else(|| "-".to_owned(), time)
+}
+
+/// A JSON field of a dead letter as shown, cut to [`SHOWN_FIELD`].
+trait ShownJson {
+    fn shown(&self) -> String;
+}
+
+impl ShownJson for serde_json::Value {
+    fn shown(&self) -> String {
+        let text = serde_json::to_string_pretty(self).unwrap_or_default();
+        cut(&text, SHOWN_FIELD).into_owned()
+    }
+}
+
+impl ShownJson for outbox_relay::Payload {
+    fn shown(&self) -> String {
+        // As stored: never re-parsed (any depth, any number).
+        cut(self.get(), SHOWN_FIELD).into_owned()
+    }
+}
+
+/// Producer-chosen text, cut to `max` bytes.
+fn short(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    cut(text, max)
+}
+
+fn opt_short(text: &Option<String>, max: usize) -> std::borrow::Cow<'_, str> {
+    cut(text.as_deref().unwrap_or(""), max)
 }
 
 fn age(d: Duration) -> String {
@@ -246,11 +293,11 @@ pub fn dead_rows(dead: &[DeadSummary]) -> Markup {
             tr data-id=(m.id) {
                 td { input type="checkbox" name="id" value=(m.id) aria-label="select"; }
                 td { a href={ "/dead/" (m.id) } { (m.id) } }
-                td { (m.topic) }
-                td { (m.event_type) }
+                td { (short(&m.topic, SHOWN_TEXT)) }
+                td { (short(&m.event_type, SHOWN_TEXT)) }
                 td.num { (m.attempts) }
-                td.reason { (m.dead_reason.as_deref().unwrap_or("")) }
-                td { (m.dead_at.map_or_else(|| "-".into(), |t| t.to_string())) }
+                td.reason { (opt_short(&m.dead_reason, SHOWN_REASON)) }
+                td { (opt_time(&m.dead_at)) }
             }
         }
     }
@@ -333,6 +380,11 @@ pub fn live(s: &Snapshot) -> Markup {
                                 @for st in STATUSES { td.num { (counts.get(st).copied().unwrap_or(0)) } }
                             }
                         }
+                        @if s.topics_left_out > 0 {
+                            tr { td colspan="5" .note #topics-left-out {
+                                (s.topics_left_out) " more topics not listed (only the " (super::MAX_TOPICS) " with the most rows are)."
+                            } }
+                        }
                     }
                 }
             }
@@ -350,6 +402,9 @@ pub fn live(s: &Snapshot) -> Markup {
                                 td { (opt_time(&r.lease_until)) }
                             }
                         }
+                        @if s.relays_left_out > 0 {
+                            tr { td colspan="4" .note { (s.relays_left_out) " more relays not listed." } }
+                        }
                     }
                 }
             }
@@ -363,8 +418,8 @@ pub fn live(s: &Snapshot) -> Markup {
                             tr {
                                 td { (r.message_id) }
                                 td { (time(&r.replayed_at)) }
-                                td { (r.replayed_by) }
-                                td.reason { (r.dead_reason.as_deref().unwrap_or("")) }
+                                td { (short(&r.replayed_by, SHOWN_TEXT)) }
+                                td.reason { (opt_short(&r.dead_reason, SHOWN_REASON)) }
                             }
                         }
                     }
@@ -391,7 +446,6 @@ pub fn event_json(s: &Snapshot) -> String {
 
 /// One dead letter, every field.
 pub fn detail(schema: &str, m: &DeadMessage, access: Access) -> Markup {
-    let pretty = |v: &outbox_relay::Payload| v.get().to_owned();
     layout(
         &format!("outbox: dead letter {}", m.id),
         html! {
@@ -403,16 +457,16 @@ pub fn detail(schema: &str, m: &DeadMessage, access: Access) -> Markup {
                 p { a href="/" { "Back to the page" } }
                 table.fields {
                     tr { th { "event_id" } td { (m.event_id) } }
-                    tr { th { "topic" } td { (m.topic) } }
-                    tr { th { "event_type" } td { (m.event_type) " v" (m.event_version) } }
-                    tr { th { "aggregate" } td { (m.aggregate_type) " / " (m.aggregate_id) } }
+                    tr { th { "topic" } td { (short(&m.topic, SHOWN_FIELD)) } }
+                    tr { th { "event_type" } td { (short(&m.event_type, SHOWN_TEXT)) " v" (m.event_version) } }
+                    tr { th { "aggregate" } td { (short(&m.aggregate_type, SHOWN_TEXT)) " / " (short(&m.aggregate_id, SHOWN_TEXT)) } }
                     tr { th { "attempts" } td { (m.attempts) } }
-                    tr { th { "created_at" } td { (m.created_at) } }
-                    tr { th { "dead_at" } td { (m.dead_at.map_or_else(|| "-".into(), |t| t.to_string())) } }
-                    tr { th { "dead_reason" } td { pre #dead-reason { (m.dead_reason.as_deref().unwrap_or("")) } } }
-                    tr { th { "last_error" } td { pre #last-error { (m.last_error.as_deref().unwrap_or("")) } } }
-                    tr { th { "headers" } td { pre #headers { (pretty(&m.headers)) } } }
-                    tr { th { "payload" } td { pre #payload { (pretty(&m.payload)) } } }
+                    tr { th { "created_at" } td { (time(&m.created_at)) } }
+                    tr { th { "dead_at" } td { (opt_time(&m.dead_at)) } }
+                    tr { th { "dead_reason" } td { pre #dead-reason { (opt_short(&m.dead_reason, SHOWN_FIELD)) } } }
+                    tr { th { "last_error" } td { pre #last-error { (opt_short(&m.last_error, SHOWN_FIELD)) } } }
+                    tr { th { "headers" } td { pre #headers { (ShownJson::shown(&m.headers)) } } }
+                    tr { th { "payload" } td { pre #payload { (ShownJson::shown(&m.payload)) } } }
                 }
                 @if access == Access::SignedIn {
                     form method="post" action="/replay" {

@@ -4,9 +4,9 @@
 //! watch channel: fifty open pages cost the database what one does. The
 //! HTML each client receives is rendered here too, once per snapshot.
 
-use super::{page, Ui, LIVE_DEAD};
+use super::{page, Ui, LIVE_DEAD, MAX_RELAYS, MAX_TOPICS, SHOWN_TEXT};
 use chrono::{DateTime, Utc};
-use outbox_relay::store::{DeadSummary, HotCount, RecentReplay};
+use outbox_relay::store::{cut, DeadSummary, HotCount, RecentReplay, Timestamp};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,9 +35,9 @@ pub const STATUSES: [&str; 4] = ["pending", "processing", "failed", "dead"];
 pub struct RelaySeen {
     pub id: String,
     pub in_flight: i64,
-    pub last_claim: Option<DateTime<Utc>>,
+    pub last_claim: Option<Timestamp>,
     pub ordering: Option<String>,
-    pub lease_until: Option<DateTime<Utc>>,
+    pub lease_until: Option<Timestamp>,
 }
 
 /// What every viewer sees.
@@ -54,8 +54,13 @@ pub struct Snapshot {
     pub error: Option<String>,
     /// Rows of the hot table by status.
     pub totals: BTreeMap<String, i64>,
-    /// Rows of the hot table by topic, then status.
+    /// Rows of the hot table by topic (its name cut to [`SHOWN_TEXT`]),
+    /// then status: the [`MAX_TOPICS`] topics with the most rows.
     pub topics: BTreeMap<String, BTreeMap<String, i64>>,
+    /// Topics beyond [`MAX_TOPICS`], counted in the totals but not listed.
+    pub topics_left_out: usize,
+    /// Relays beyond [`MAX_RELAYS`], not listed.
+    pub relays_left_out: usize,
     pub oldest_pending: Option<Duration>,
     /// The sent table's rows, as the statistics collector counts them.
     pub sent_estimate: i64,
@@ -81,6 +86,8 @@ impl Snapshot {
             error: None,
             totals: BTreeMap::new(),
             topics: BTreeMap::new(),
+            topics_left_out: 0,
+            relays_left_out: 0,
             oldest_pending: None,
             sent_estimate: 0,
             throughput: Vec::new(),
@@ -151,9 +158,17 @@ pub async fn run(ui: Ui, breaker: Option<BreakerSource>, shutdown: CancellationT
             continue;
         }
         let started = Instant::now();
+        // Counted in a task of its own: a panic while reading a row (a value
+        // no check foresaw) fails this snapshot, shown as an error, instead
+        // of ending this task and with it the server it is joined with.
+        let counting = {
+            let ui = ui.clone();
+            tokio::spawn(async move { tokio::time::timeout(COUNT_TIMEOUT, count(&ui)).await })
+        };
+        let abort = counting.abort_handle();
         let counted = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            r = tokio::time::timeout(COUNT_TIMEOUT, count(&ui)) => r,
+            _ = shutdown.cancelled() => { abort.abort(); return }
+            r = counting => r,
         };
         let took = started.elapsed();
         seq += 1;
@@ -162,9 +177,19 @@ pub async fn run(ui: Ui, breaker: Option<BreakerSource>, shutdown: CancellationT
         snap.took = took;
         snap.breaker = breaker.as_ref().and_then(|b| b());
         match counted {
-            Ok(Ok(c)) => fill(&mut snap, c, &mut samples, started),
-            Ok(Err(e)) => snap.error = Some(outbox_relay::error_chain(&e)),
-            Err(_) => snap.error = Some(format!("the count took over {COUNT_TIMEOUT:?}")),
+            Ok(Ok(Ok(c))) => fill(&mut snap, c, &mut samples, started),
+            Ok(Ok(Err(e))) => snap.error = Some(outbox_relay::error_chain(&e)),
+            Ok(Err(_)) => snap.error = Some(format!("the count took over {COUNT_TIMEOUT:?}")),
+            Err(e) => {
+                snap.error = Some(format!(
+                    "the count failed: {}",
+                    if e.is_panic() {
+                        "it panicked (see the log)"
+                    } else {
+                        "cancelled"
+                    }
+                ))
+            }
         }
         if let Some(e) = &snap.error {
             tracing::warn!(error = %e, "operator page: cannot count");
@@ -181,17 +206,18 @@ pub async fn run(ui: Ui, breaker: Option<BreakerSource>, shutdown: CancellationT
 
 fn fill(snap: &mut Snapshot, c: Counts, samples: &mut VecDeque<(Instant, i64)>, at: Instant) {
     let mut relays: BTreeMap<String, RelaySeen> = BTreeMap::new();
+    let mut topics: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     for h in &c.hot {
         *snap.totals.entry(h.status.clone()).or_default() += h.count;
-        *snap
-            .topics
-            .entry(h.topic.clone())
+        *topics
+            .entry(cut(&h.topic, SHOWN_TEXT).into_owned())
             .or_default()
             .entry(h.status.clone())
             .or_default() += h.count;
         if let Some(r) = &h.relay {
-            let seen = relays.entry(r.clone()).or_insert_with(|| RelaySeen {
-                id: r.clone(),
+            let id = cut(r, SHOWN_TEXT).into_owned();
+            let seen = relays.entry(id.clone()).or_insert_with(|| RelaySeen {
+                id,
                 ..RelaySeen::default()
             });
             seen.in_flight += h.count;
@@ -199,16 +225,27 @@ fn fill(snap: &mut Snapshot, c: Counts, samples: &mut VecDeque<(Instant, i64)>, 
         }
     }
     for r in c.registered {
-        let seen = relays
-            .entry(r.relay_id.clone())
-            .or_insert_with(|| RelaySeen {
-                id: r.relay_id.clone(),
-                ..RelaySeen::default()
-            });
-        seen.ordering = Some(r.ordering);
+        let id = cut(&r.relay_id, SHOWN_TEXT).into_owned();
+        let seen = relays.entry(id.clone()).or_insert_with(|| RelaySeen {
+            id,
+            ..RelaySeen::default()
+        });
+        seen.ordering = Some(cut(&r.ordering, SHOWN_TEXT).into_owned());
         seen.lease_until = Some(r.lease_until);
     }
-    snap.relays = relays.into_values().collect();
+    // The page lists the topics with the most rows, in name order: an
+    // application with an id in its topic names must not make the page
+    // (sent to every viewer, every interval) as large as the table.
+    if topics.len() > MAX_TOPICS {
+        let mut by_rows: Vec<_> = topics.into_iter().collect();
+        by_rows.sort_by_key(|(_, counts)| std::cmp::Reverse(counts.values().sum::<i64>()));
+        snap.topics_left_out = by_rows.len() - MAX_TOPICS;
+        by_rows.truncate(MAX_TOPICS);
+        topics = by_rows.into_iter().collect();
+    }
+    snap.topics = topics;
+    snap.relays_left_out = relays.len().saturating_sub(MAX_RELAYS);
+    snap.relays = relays.into_values().take(MAX_RELAYS).collect();
     snap.oldest_pending = c.oldest;
     snap.sent_estimate = c.sent_estimate;
     if let Some(n) = c.sent_inserted {

@@ -1,8 +1,12 @@
-//! The operator page's statements: one function per statement.
+//! The operator page's statements: one function per statement. Every
+//! column is read checked ([`decode::get`]): the rows are what producers
+//! and relays wrote, and a value Rust's types cannot hold (a timestamp of
+//! `'infinity'`, text that is not UTF-8) must show as such, or fail the
+//! snapshot with an error naming its column, never panic the page.
 
+use super::decode::{self, Lossy, Timestamp};
 use super::Store;
 use crate::Result;
-use chrono::{DateTime, Utc};
 use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
@@ -19,7 +23,7 @@ pub struct HotCount {
     /// Rows in the group.
     pub count: i64,
     /// The newest claim in the group, for `processing` rows.
-    pub last_claim: Option<DateTime<Utc>>,
+    pub last_claim: Option<Timestamp>,
 }
 
 /// What the statistics collector and the planner know of `messages_sent`,
@@ -41,9 +45,9 @@ pub struct RegisteredRelay {
     /// Its ordering mode.
     pub ordering: String,
     /// Its lease ends then unless renewed.
-    pub lease_until: DateTime<Utc>,
+    pub lease_until: Timestamp,
     /// When it registered.
-    pub started_at: DateTime<Utc>,
+    pub started_at: Timestamp,
 }
 
 /// A row of `dead_replays`.
@@ -54,7 +58,7 @@ pub struct RecentReplay {
     /// The message sent back to pending.
     pub message_id: i64,
     /// When.
-    pub replayed_at: DateTime<Utc>,
+    pub replayed_at: Timestamp,
     /// Who.
     pub replayed_by: String,
     /// What the message had died of.
@@ -68,22 +72,24 @@ impl Store {
         &self,
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
-        from_row: impl Fn(&Row) -> T,
+        from_row: impl Fn(&Row) -> Result<T>,
     ) -> Result<Vec<T>> {
         let client = self.client().await?;
         let stmt = client.prepare_cached(sql).await?;
         let rows = client.query(&stmt, params).await?;
-        Ok(rows.iter().map(from_row).collect())
+        rows.iter().map(from_row).collect()
     }
 
     /// The hot table by topic, status and (in flight) relay, in one pass.
     pub async fn ui_hot_counts(&self) -> Result<Vec<HotCount>> {
-        self.ui_rows(&self.q.ui.hot_counts, &[], |r| HotCount {
-            topic: r.get("topic"),
-            status: r.get("status"),
-            relay: r.get("relay"),
-            count: r.get("count"),
-            last_claim: r.get("last_claim"),
+        self.ui_rows(&self.q.ui.hot_counts, &[], |r| {
+            Ok(HotCount {
+                topic: decode::get::<Lossy>(r, "topic")?.0,
+                status: decode::get::<Lossy>(r, "status")?.0,
+                relay: decode::get::<Option<Lossy>>(r, "relay")?.map(|l| l.0),
+                count: decode::get(r, "count")?,
+                last_claim: decode::get(r, "last_claim")?,
+            })
         })
         .await
     }
@@ -95,8 +101,8 @@ impl Store {
         let row = client.query_opt(&stmt, &[]).await?;
         Ok(match row {
             Some(r) => SentCounters {
-                inserted: r.get("sent_inserted"),
-                estimate: r.get("sent_estimate"),
+                inserted: decode::get(&r, "sent_inserted")?,
+                estimate: decode::get(&r, "sent_estimate")?,
             },
             None => SentCounters {
                 inserted: None,
@@ -107,23 +113,27 @@ impl Store {
 
     /// The relays registered for ordering per aggregate.
     pub async fn ui_relays(&self) -> Result<Vec<RegisteredRelay>> {
-        self.ui_rows(&self.q.ui.relays, &[], |r| RegisteredRelay {
-            relay_id: r.get("relay_id"),
-            ordering: r.get("ordering"),
-            lease_until: r.get("lease_until"),
-            started_at: r.get("started_at"),
+        self.ui_rows(&self.q.ui.relays, &[], |r| {
+            Ok(RegisteredRelay {
+                relay_id: decode::get::<Lossy>(r, "relay_id")?.0,
+                ordering: decode::get::<Lossy>(r, "ordering")?.0,
+                lease_until: decode::get(r, "lease_until")?,
+                started_at: decode::get(r, "started_at")?,
+            })
         })
         .await
     }
 
     /// The newest `limit` replays.
     pub async fn ui_recent_replays(&self, limit: i64) -> Result<Vec<RecentReplay>> {
-        self.ui_rows(&self.q.ui.recent_replays, &[&limit], |r| RecentReplay {
-            id: r.get("id"),
-            message_id: r.get("message_id"),
-            replayed_at: r.get("replayed_at"),
-            replayed_by: r.get("replayed_by"),
-            dead_reason: r.get("dead_reason"),
+        self.ui_rows(&self.q.ui.recent_replays, &[&limit], |r| {
+            Ok(RecentReplay {
+                id: decode::get(r, "id")?,
+                message_id: decode::get(r, "message_id")?,
+                replayed_at: decode::get(r, "replayed_at")?,
+                replayed_by: decode::get::<Lossy>(r, "replayed_by")?.0,
+                dead_reason: decode::get::<Option<Lossy>>(r, "dead_reason")?.map(|l| l.0),
+            })
         })
         .await
     }
