@@ -62,6 +62,13 @@ async fn get_as(port: u16, path: &str, host: &str) -> (u16, String) {
 #[tokio::test]
 async fn hostile_rows_neither_kill_nor_bloat_the_relays_server() {
     let t = TestSchema::new("cli_ui_hostile_rows").await;
+    // A lease on a failed row is a state migration 10 refuses: these rows
+    // are as written before it.
+    exec(
+        &t,
+        "ALTER TABLE {schema}.messages DROP CONSTRAINT messages_state_valid",
+    )
+    .await;
     // Held back (failed, due tomorrow) so the relay leaves them be: a 1 MiB
     // topic, and claims stamped at infinity and in year 200000.
     exec(

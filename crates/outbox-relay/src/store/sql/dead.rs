@@ -42,9 +42,12 @@ outbox::statements! {
               ORDER BY id LIMIT $2"
         ),
         /// `$1 int8 id` → [`DEAD_COLUMNS`] of that message, whatever its status,
-        /// from every live table (so "not dead" can be told from "not found").
+        /// from every live table (so "not dead" can be told from "not found");
+        /// the hot table's row when the id is in both (a row written with an
+        /// id the sequence had given out: it goes dead beside the sent one).
         get = format!(
-            "SELECT {DEAD_COLUMNS} FROM {{schema}}.all_messages WHERE id = $1"
+            "SELECT {DEAD_COLUMNS} FROM {{schema}}.all_messages WHERE id = $1 \
+              ORDER BY status = 'sent' LIMIT 1"
         ),
         /// `$1 text topic (NULL = any), $2 text filter (NULL = any, see
         /// `text_match`), $3 int8 limit` → `(id, topic, event_type, attempts,
