@@ -60,30 +60,22 @@ pub const PAGE_APPLICATION_NAME: &str = "outbox operator page";
 /// A store for the operator page over its own small pool: [`PAGE_POOL`]
 /// connections, each with [`PAGE_STATEMENT_TIMEOUT`]. Connects lazily.
 pub fn page_store(url: &str, schema: outbox::Schema) -> anyhow::Result<Store> {
-    let given: tokio_postgres::Config = url
-        .parse()
-        .context("bad database URL for the operator page's pool")?;
+    // Named, so pg_stat_activity tells the page's sessions apart (which
+    // schema's page; PostgreSQL keeps the first 63 bytes); TLS as the relay.
+    let mut target = outbox_relay::connect::target(url)
+        .context("bad database URL for the operator page's pool")?
+        .named(&format!("{PAGE_APPLICATION_NAME} {}", schema.name()));
     // The URL's own options (a search_path, say) are kept.
     let options = format!(
         "{} -c statement_timeout={}",
-        given.get_options().unwrap_or(""),
+        target.config.get_options().unwrap_or(""),
         PAGE_STATEMENT_TIMEOUT.as_millis()
     );
-    let mut cfg = deadpool_postgres::Config::new();
-    cfg.url = Some(url.to_owned());
-    cfg.options = Some(options.trim().to_owned());
-    // Named, so pg_stat_activity tells the page's sessions apart (which
-    // schema's page; PostgreSQL keeps the first 63 bytes).
-    cfg.application_name = Some(format!("{PAGE_APPLICATION_NAME} {}", schema.name()));
+    target.config.options(options.trim());
     let mut pool = deadpool_postgres::PoolConfig::new(PAGE_POOL);
     pool.timeouts.wait = Some(PAGE_POOL_WAIT);
     pool.timeouts.create = Some(PAGE_POOL_WAIT);
-    cfg.pool = Some(pool);
-    let pool = cfg
-        .create_pool(
-            Some(deadpool_postgres::Runtime::Tokio1),
-            tokio_postgres::NoTls,
-        )
+    let pool = outbox_relay::pool_configured(target, pool)
         .context("cannot make the operator page's pool")?;
     Ok(Store::new(pool, schema))
 }

@@ -69,6 +69,14 @@ pub fn pool(url: &str, max_size: usize) -> Result<deadpool_postgres::Pool> {
 
 /// [`pool`] on a parsed target (one [`connect::Target::named`], say).
 pub fn pool_for(target: connect::Target, max_size: usize) -> Result<deadpool_postgres::Pool> {
+    pool_configured(target, deadpool_postgres::PoolConfig::new(max_size))
+}
+
+/// [`pool_for`] with the pool's size and timeouts given.
+pub fn pool_configured(
+    target: connect::Target,
+    config: deadpool_postgres::PoolConfig,
+) -> Result<deadpool_postgres::Pool> {
     use deadpool_postgres::{HookError, Manager, ManagerConfig, RecyclingMethod, Runtime};
     let manager = Manager::from_config(
         target.config,
@@ -78,7 +86,7 @@ pub fn pool_for(target: connect::Target, max_size: usize) -> Result<deadpool_pos
         },
     );
     deadpool_postgres::Pool::builder(manager)
-        .max_size(max_size)
+        .config(config)
         .runtime(Runtime::Tokio1)
         .post_create(deadpool_postgres::Hook::async_fn(|client, _| {
             Box::pin(async move {

@@ -239,8 +239,10 @@ async fn newest_and_replay_matching_a_text_filter() {
 async fn list_and_show_read_every_row_postgres_accepts() {
     let t = TestSchema::new("dead_hostile_api").await;
     let deep = format!("{}1{}", "[".repeat(300), "]".repeat(300));
+    // Some states migration 10 refuses: rows written before it.
     t.exec(&format!(
-        "INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
+        "ALTER TABLE {{schema}}.messages DROP CONSTRAINT messages_state_valid; \
+         INSERT INTO {{schema}}.messages (event_type, aggregate_type, aggregate_id, topic, payload, \
            status, next_run_at, dead_at, created_at) VALUES \
          ('e', 'a', '1', 'deep', '{deep}', 'dead', now(), now(), now()), \
          ('e', 'a', '2', 'num', '{{\"n\": 1e400}}', 'dead', now(), now(), now()), \
