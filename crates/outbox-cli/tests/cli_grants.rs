@@ -3,24 +3,10 @@
 
 mod common;
 
-use common::run;
+use common::{run, url_as};
 use outbox::{NewMessage, Outbox};
 use outbox_testkit::{database_url, TestSchema};
 use std::process::Command;
-
-/// The test database's connection string, as `role`.
-fn url_as(role: &str) -> String {
-    let cfg: tokio_postgres::Config = database_url().parse().unwrap();
-    let host = match &cfg.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) => h.clone(),
-        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-    };
-    format!(
-        "host={host} port={} dbname={} user={role}",
-        cfg.get_ports().first().copied().unwrap_or(5432),
-        cfg.get_dbname().unwrap_or("postgres")
-    )
-}
 
 fn outbox_as(role: &str, schema: &str, args: &[&str]) -> (bool, String, String) {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));

@@ -15,7 +15,7 @@
 mod common;
 
 use common::net::{free_port, get, Running};
-use common::{outbox, run};
+use common::{outbox, run, url_as};
 use outbox_testkit::{database_url, TestSchema};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -233,20 +233,6 @@ fn hostile() -> impl Strategy<Value = Hostile> {
                 }
             },
         )
-}
-
-/// The test server's connection string as `role`.
-fn url_as(role: &str) -> String {
-    let cfg: tokio_postgres::Config = database_url().parse().unwrap();
-    let host = match &cfg.get_hosts()[0] {
-        tokio_postgres::config::Host::Tcp(h) => h.clone(),
-        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
-    };
-    format!(
-        "host={host} port={} dbname={} user={role}",
-        cfg.get_ports().first().copied().unwrap_or(5432),
-        cfg.get_dbname().unwrap_or("postgres")
-    )
 }
 
 async fn connect(url: &str) -> tokio_postgres::Client {

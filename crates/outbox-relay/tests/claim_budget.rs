@@ -3,22 +3,17 @@
 //! never loaded, its message dead-lettered naming the limit. Both count the
 //! whole row: payload, headers and the text columns.
 
-use outbox_relay::publishers::postgres::PostgresPublisher;
+mod support;
+
 use outbox_relay::store::ClaimParams;
-use outbox_relay::{Relay, RelayConfig, Store};
+use outbox_relay::{RelayConfig, Store};
 use outbox_testkit::TestSchema;
 
-fn relay(t: &TestSchema, config: RelayConfig) -> Relay<PostgresPublisher> {
-    let publisher = PostgresPublisher::new(t.pool.clone(), &t.schema, "r");
-    Relay::new(
-        Store::new(t.pool.clone(), t.schema.clone()),
-        publisher,
-        RelayConfig {
-            relay_id: "r".into(),
-            ..config
-        },
-    )
-    .unwrap()
+fn relay(
+    t: &TestSchema,
+    config: RelayConfig,
+) -> outbox_relay::Relay<outbox_relay::publishers::postgres::PostgresPublisher> {
+    support::sink_relay(t, "r", config)
 }
 
 /// `n` rows by plain SQL, each payload `{"pad": "<bytes x's>"}`.

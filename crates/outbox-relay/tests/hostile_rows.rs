@@ -7,21 +7,14 @@
 //! dropped: what a row written before the migration, or by someone who
 //! dropped it, looks like to the relay.
 
+mod support;
+
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Relay, RelayConfig, Store};
 use outbox_testkit::{TestDatabase, TestSchema};
 
 fn relay(t: &TestSchema) -> Relay<PostgresPublisher> {
-    let publisher = PostgresPublisher::new(t.pool.clone(), &t.schema, "r");
-    Relay::new(
-        Store::new(t.pool.clone(), t.schema.clone()),
-        publisher,
-        RelayConfig {
-            relay_id: "r".into(),
-            ..RelayConfig::default()
-        },
-    )
-    .unwrap()
+    support::sink_relay(t, "r", RelayConfig::default())
 }
 
 /// Passes until one claims nothing; the messages each pass sent.

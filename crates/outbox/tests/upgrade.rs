@@ -3,6 +3,24 @@
 use outbox::sql::MIGRATIONS;
 use outbox_testkit::TestSchema;
 
+/// The script that leaves a schema as a build knowing migrations 1 to
+/// `version` did, records included.
+fn schema_at(version: i32) -> String {
+    let mut script = String::from(
+        "CREATE SCHEMA {schema}; \
+         CREATE TABLE {schema}.schema_migrations (version INT PRIMARY KEY, name TEXT NOT NULL, \
+           applied_at TIMESTAMPTZ NOT NULL DEFAULT now());",
+    );
+    for m in MIGRATIONS.iter().filter(|m| m.version <= version) {
+        script.push_str(&format!(
+            "DO $m$ BEGIN {} END $m$; \
+             INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ({}, '{}');",
+            m.sql, m.version, m.name
+        ));
+    }
+    script
+}
+
 #[tokio::test]
 async fn a_version_1_schema_upgrades_to_the_latest() {
     let t = TestSchema::unmigrated("upgrade_v1").await;
@@ -45,18 +63,7 @@ async fn a_version_5_schema_with_bad_headers_upgrades_and_dead_letters_them_alon
     let t = TestSchema::unmigrated("upgrade_v5").await;
     // What a build that knew migrations 1 to 5 left behind, with rows that
     // break the header rule of migration 6 in every way, in every state.
-    let mut script = String::from(
-        "CREATE SCHEMA {schema}; \
-         CREATE TABLE {schema}.schema_migrations (version INT PRIMARY KEY, name TEXT NOT NULL, \
-           applied_at TIMESTAMPTZ NOT NULL DEFAULT now());",
-    );
-    for m in MIGRATIONS.iter().filter(|m| m.version <= 5) {
-        script.push_str(&format!(
-            "DO $m$ BEGIN {} END $m$; \
-             INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ({}, '{}');",
-            m.sql, m.version, m.name
-        ));
-    }
+    let script = schema_at(5);
     t.exec(&script).await;
     t.exec(
         "INSERT INTO {schema}.messages (aggregate_id, headers, status, attempts, locked_by, locked_at, \
@@ -153,18 +160,7 @@ async fn a_version_7_sink_gains_the_envelope_columns_and_keeps_its_rows() {
     let t = TestSchema::unmigrated("upgrade_v7_sink").await;
     // What a build that knew migrations 1 to 7 left behind, with one row
     // already published to the sink.
-    let mut script = String::from(
-        "CREATE SCHEMA {schema}; \
-         CREATE TABLE {schema}.schema_migrations (version INT PRIMARY KEY, name TEXT NOT NULL, \
-           applied_at TIMESTAMPTZ NOT NULL DEFAULT now());",
-    );
-    for m in MIGRATIONS.iter().filter(|m| m.version <= 7) {
-        script.push_str(&format!(
-            "DO $m$ BEGIN {} END $m$; \
-             INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ({}, '{}');",
-            m.sql, m.version, m.name
-        ));
-    }
+    let mut script = schema_at(7);
     script.push_str(
         "INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
            VALUES (1, gen_random_uuid(), 'orders', '{}', 'old-relay');",
@@ -190,18 +186,7 @@ async fn a_version_7_sink_gains_the_envelope_columns_and_keeps_its_rows() {
 #[tokio::test]
 async fn a_version_9_schema_with_rows_in_impossible_states_dead_letters_them_alone() {
     let t = TestSchema::unmigrated("upgrade_v9").await;
-    let mut script = String::from(
-        "CREATE SCHEMA {schema}; \
-         CREATE TABLE {schema}.schema_migrations (version INT PRIMARY KEY, name TEXT NOT NULL, \
-           applied_at TIMESTAMPTZ NOT NULL DEFAULT now());",
-    );
-    for m in MIGRATIONS.iter().filter(|m| m.version <= 9) {
-        script.push_str(&format!(
-            "DO $m$ BEGIN {} END $m$; \
-             INSERT INTO {{schema}}.schema_migrations (version, name) VALUES ({}, '{}');",
-            m.sql, m.version, m.name
-        ));
-    }
+    let script = schema_at(9);
     t.exec(&script).await;
     t.exec(
         "INSERT INTO {schema}.messages (aggregate_id, status, attempts, locked_by, locked_at, dead_at, \

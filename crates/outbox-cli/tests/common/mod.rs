@@ -38,6 +38,20 @@ pub fn bare(args: &[&str]) -> Command {
     cmd
 }
 
+/// The test database's connection string, as `role`.
+pub fn url_as(role: &str) -> String {
+    let cfg: tokio_postgres::Config = outbox_testkit::database_url().parse().unwrap();
+    let host = match &cfg.get_hosts()[0] {
+        tokio_postgres::config::Host::Tcp(h) => h.clone(),
+        tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+    };
+    format!(
+        "host={host} port={} dbname={} user={role}",
+        cfg.get_ports().first().copied().unwrap_or(5432),
+        cfg.get_dbname().unwrap_or("postgres")
+    )
+}
+
 /// Runs `cmd`, returning (exit ok, stdout, stderr).
 pub fn run(cmd: &mut Command) -> (bool, String, String) {
     let Output {
