@@ -24,6 +24,7 @@ pub(crate) async fn listen(
     shutdown: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(100);
+    let mut warned: Option<tokio::time::Instant> = None;
     while !shutdown.is_cancelled() {
         match target.config.connect(target.tls.clone()).await {
             Ok((client, mut conn)) => {
@@ -65,13 +66,21 @@ pub(crate) async fn listen(
                 driver.abort();
             }
             Err(e) => {
-                tracing::warn!(error = %outbox::describe_tokio_postgres(&e), retry_in = ?backoff, "cannot connect to LISTEN");
+                // At warning level once in a while: the connection is tried
+                // every second or so while the database is down.
+                let now = tokio::time::Instant::now();
+                if warned.map_or(true, |w| now - w >= crate::relay::config::FAILING_LOG_EVERY) {
+                    tracing::warn!(error = %outbox::describe_tokio_postgres(&e), retry_in = ?backoff, "cannot connect to LISTEN");
+                    warned = Some(now);
+                } else {
+                    tracing::debug!(error = %outbox::describe_tokio_postgres(&e), retry_in = ?backoff, "cannot connect to LISTEN");
+                }
             }
         }
         tokio::select! {
             _ = shutdown.cancelled() => break,
             _ = tokio::time::sleep(backoff) => {}
         }
-        backoff = (backoff * 2).min(Duration::from_secs(10));
+        backoff = (backoff * 2).min(crate::relay::config::MAX_RETRY_PAUSE);
     }
 }

@@ -10,6 +10,16 @@ use std::time::Duration;
 /// publishes the rows again (`--lease 1ms` duplicated 27 % of messages).
 pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
+/// The longest a pipeline (or the LISTEN connection) waits before trying
+/// the database again after a failure. Short: the relay must send again
+/// within about this long once the database is back from a restart, and
+/// a try against a database that is down costs it one refused connection.
+pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
+
+/// While the database keeps failing, a pipeline says so at warning level
+/// at most this often (and at debug level in between).
+pub const FAILING_LOG_EVERY: Duration = Duration::from_secs(30);
+
 /// Why [`MIN_LEASE`], as every error refusing a shorter lease says it.
 pub const MIN_LEASE_WHY: &str = "it is extended every half lease by a database round trip";
 

@@ -12,7 +12,7 @@
 //! - `tests.rs`: races forced through test hooks.
 
 mod breaker;
-mod config;
+pub(crate) mod config;
 mod cursor;
 mod maintain;
 mod order;

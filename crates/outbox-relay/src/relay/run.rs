@@ -65,6 +65,7 @@ impl<P: Publisher> Relay<P> {
         // pipelines it runs.
         let idle = (index == 0).then_some(self.config.idle_sleep);
         let mut error_backoff = Duration::from_millis(100);
+        let mut warned: Option<tokio::time::Instant> = None;
         while !shutdown.is_cancelled() {
             if self.breaker.is_open() {
                 // Every pipeline wakes at the probe time; one probes and the
@@ -86,6 +87,9 @@ impl<P: Publisher> Relay<P> {
             let pause = match pass {
                 Ok(stats) => {
                     error_backoff = Duration::from_millis(100);
+                    if warned.take().is_some() {
+                        tracing::info!(pipeline = index, "relay pass succeeded again");
+                    }
                     // Read a span held back and took nothing: the next
                     // claim reads past it (bounded: the position only
                     // moves up until a claim reads nothing more). Or the
@@ -112,9 +116,15 @@ impl<P: Publisher> Relay<P> {
                     idle
                 }
                 Err(e) => {
-                    tracing::warn!(pipeline = index, error = %crate::error_chain(&e), retry_in = ?error_backoff, "relay pass failed");
+                    let now = tokio::time::Instant::now();
+                    if warned.map_or(true, |w| now - w >= super::config::FAILING_LOG_EVERY) {
+                        tracing::warn!(pipeline = index, error = %crate::error_chain(&e), retry_in = ?error_backoff, "relay pass failed");
+                        warned = Some(now);
+                    } else {
+                        tracing::debug!(pipeline = index, error = %crate::error_chain(&e), retry_in = ?error_backoff, "relay pass failed");
+                    }
                     let pause = error_backoff;
-                    error_backoff = (error_backoff * 2).min(Duration::from_secs(10));
+                    error_backoff = (error_backoff * 2).min(super::config::MAX_RETRY_PAUSE);
                     Some(pause)
                 }
             };
