@@ -5,6 +5,7 @@ use deadpool_postgres::Pool;
 use outbox::{Delivery, Inbox, NewMessage, Outbox, Schema};
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::publishers::postgres::{published_after, published_count};
+use outbox_relay::store::decode::get;
 use outbox_relay::{Relay, RelayConfig, RetryPolicy, Store};
 use sql::DemoQueries;
 use std::sync::Arc;
@@ -97,16 +98,16 @@ impl Demo {
         let row = client.query_one(&self.q.counts, &[]).await?;
         println!(
             "orders={} outbox_messages={} published_events={}",
-            row.get::<_, i64>("orders"),
-            row.get::<_, i64>("messages"),
-            row.get::<_, i64>("published")
+            get::<i64>(&row, "orders")?,
+            get::<i64>(&row, "messages")?,
+            get::<i64>(&row, "published")?
         );
         Ok(())
     }
 
     async fn crash_window(&self) -> anyhow::Result<()> {
         let client = self.pool.get().await?;
-        let unsettled: i64 = client.query_one(&self.q.unsettled, &[]).await?.get("count");
+        let unsettled: i64 = get(&client.query_one(&self.q.unsettled, &[]).await?, "count")?;
         if unsettled > 0 {
             bail!(
                 "crash-window needs no other unsent messages in schema {}, found {unsettled}: run `outbox demo relay` first",
@@ -158,10 +159,11 @@ impl Demo {
         let tx = client.transaction().await?;
         let order_no = format!("ORD-{}", uuid::Uuid::now_v7().simple());
         let amount_cents: i64 = 1999;
-        let order_id: i64 = tx
-            .query_one(&self.q.insert_order, &[&order_no, &amount_cents])
-            .await?
-            .get("id");
+        let order_id: i64 = get(
+            &tx.query_one(&self.q.insert_order, &[&order_no, &amount_cents])
+                .await?,
+            "id",
+        )?;
         let payload = serde_json::json!({
             "event_id": format!("order-{order_id}-created"),
             "order_id": order_id,
@@ -215,8 +217,11 @@ impl Demo {
     async fn tour(&self) -> anyhow::Result<()> {
         let client = self.pool.get().await?;
         let row = client.query_one(&self.q.counts, &[]).await?;
-        let (orders, messages, published): (i64, i64, i64) =
-            (row.get("orders"), row.get("messages"), row.get("published"));
+        let (orders, messages, published): (i64, i64, i64) = (
+            get(&row, "orders")?,
+            get(&row, "messages")?,
+            get(&row, "published")?,
+        );
         if orders + messages + published > 0 {
             bail!(
                 "schema {} already holds demo data; the tour needs a fresh schema: pass --schema <new name> or use a fresh database",
