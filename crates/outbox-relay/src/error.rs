@@ -6,6 +6,18 @@ pub enum Error {
     /// driver's error is the source).
     #[error("database error")]
     Database(#[source] tokio_postgres::Error),
+    /// A database call passed its deadline (see [`crate::store::Store::with_deadline`]):
+    /// the connection was dropped, and the next call opens a new one.
+    #[error("the database did not answer within {0:?}: connection dropped (network partition, or a server that stopped answering)")]
+    DatabaseTimeout(std::time::Duration),
+    /// A statement answered another number of rows than it must.
+    #[error("expected {expected} row, got {got}")]
+    RowCount {
+        /// `one` or `at most one`.
+        expected: &'static str,
+        /// Rows returned.
+        got: usize,
+    },
     /// No connection could be taken from the pool (the pool's error is the
     /// source).
     #[error("cannot connect to the database")]

@@ -32,7 +32,7 @@ pub mod dead;
 mod debug;
 pub mod envelope;
 mod error;
-mod listener;
+pub mod listener;
 mod message;
 pub mod metrics;
 pub mod publisher;

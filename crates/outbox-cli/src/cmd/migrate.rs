@@ -27,17 +27,20 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     }
     let mut client = pool.get().await?;
     let tx = client.transaction().await?;
+    // Every statement here is unnamed (`query_typed`, simple queries), as
+    // in the relay's store, so that migrate runs through a transaction-mode
+    // pooler; its advisory lock is a transaction's (`pg_advisory_xact_lock`).
     // What the script did is read off the records, before and after, in its
     // own transaction under its lock: read before the lock, four migrates
     // started together would each find nothing recorded and each claim
     // every migration the first one applied.
     let waited = !tx
-        .query_one(&outbox::sql::try_lock_statement(&schema), &[])
+        .query_typed_one(&outbox::sql::try_lock_statement(&schema), &[])
         .await?
         .try_get::<_, bool>("locked")?;
     if waited {
         eprintln!("schema {schema}: waiting for another outbox migrate to finish");
-        tx.execute(&outbox::sql::lock_statement(&schema), &[])
+        tx.batch_execute(&outbox::sql::lock_statement(&schema))
             .await?;
     }
     let before = recorded(&tx, &schema).await?;
@@ -59,14 +62,14 @@ async fn recorded(
     schema: &Schema,
 ) -> anyhow::Result<Vec<i32>> {
     let exists: bool = tx
-        .query_one(&outbox::sql::recorded_exists_statement(schema), &[])
+        .query_typed_one(&outbox::sql::recorded_exists_statement(schema), &[])
         .await?
         .try_get("exists")?;
     if !exists {
         return Ok(Vec::new());
     }
     Ok(tx
-        .query_one(&outbox::sql::recorded_statement(schema), &[])
+        .query_typed_one(&outbox::sql::recorded_statement(schema), &[])
         .await?
         .try_get("versions")?)
 }

@@ -6,8 +6,8 @@
 //! ([`markdown_table`], checked by a test) all come from this table.
 
 use outbox_relay::relay::{
-    Ordering, RelayConfig, BATCH_SIZE_RANGE, CONCURRENCY_RANGE, MIN_BUCKET_LEASE, MIN_LEASE,
-    MIN_PUBLISH_TIMEOUT,
+    Ordering, RelayConfig, BATCH_SIZE_RANGE, CONCURRENCY_RANGE, MIN_BUCKET_LEASE, MIN_DB_TIMEOUT,
+    MIN_LEASE, MIN_PUBLISH_TIMEOUT,
 };
 use outbox_relay::retry::MAX_ATTEMPTS_RANGE;
 use std::ops::RangeInclusive;
@@ -233,6 +233,16 @@ pub const KEYS: &[Key] = &[
             "OUTBOX_PUBLISH_TIMEOUT",
             "--publish-timeout",
         )
+    },
+    Key {
+        default: || Some(duration_text(d().db_timeout)),
+        help: || {
+            "Longest one database call may take; then the connection is dropped and the call retried on a new one (a network partition cannot hold the relay)".into()
+        },
+        doc: || {
+            format!("a database call (taking a connection, then one statement) that has not answered after this fails, its connection dropped; the relay retries on a new connection within a second; at least `{}`", duration_text(MIN_DB_TIMEOUT))
+        },
+        ..key("db_timeout", "OUTBOX_DB_TIMEOUT", "--db-timeout")
     },
     Key {
         default: || Some(d().ordering.as_str().into()),

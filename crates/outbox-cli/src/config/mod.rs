@@ -13,8 +13,8 @@ use crate::logging::LogFormat;
 use outbox::Schema;
 use outbox_relay::metrics::TopicLabels;
 use outbox_relay::relay::{
-    BATCH_SIZE_RANGE, CONCURRENCY_RANGE, MIN_BUCKET_LEASE, MIN_BUCKET_LEASE_WHY, MIN_LEASE,
-    MIN_LEASE_WHY, MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY,
+    BATCH_SIZE_RANGE, CONCURRENCY_RANGE, MIN_BUCKET_LEASE, MIN_BUCKET_LEASE_WHY, MIN_DB_TIMEOUT,
+    MIN_DB_TIMEOUT_WHY, MIN_LEASE, MIN_LEASE_WHY, MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY,
 };
 use outbox_relay::retry::MAX_ATTEMPTS_RANGE;
 use outbox_relay::{RelayConfig, RetryPolicy};
@@ -109,6 +109,8 @@ pub struct Settings {
     pub lease: Duration,
     /// How long one batch may take to publish.
     pub publish_timeout: Duration,
+    /// Deadline of each database call.
+    pub db_timeout: Duration,
     /// Order per aggregate, or none.
     pub ordering: outbox_relay::relay::Ordering,
     /// How long a relay leases its share of the aggregates.
@@ -341,6 +343,11 @@ impl Settings {
                 parse::duration_at_least(MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY),
                 d.publish_timeout
             ),
+            db_timeout: field!(
+                "db_timeout",
+                parse::duration_at_least(MIN_DB_TIMEOUT, MIN_DB_TIMEOUT_WHY),
+                d.db_timeout
+            ),
             ordering: field!("ordering", |s: &str| s.parse(), d.ordering),
             bucket_lease: field!(
                 "bucket_lease",
@@ -393,6 +400,7 @@ impl Settings {
             batch_size: self.batch_size,
             lease: self.lease,
             publish_timeout: self.publish_timeout,
+            db_timeout: self.db_timeout,
             retry: RetryPolicy {
                 schedule: self.backoff.clone(),
                 jitter: self.jitter,

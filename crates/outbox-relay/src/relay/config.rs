@@ -34,6 +34,12 @@ pub const MIN_PUBLISH_TIMEOUT_WHY: &str = "shorter would fail healthy batches";
 /// typo, and the reaper's `now() - lease` stops being a timestamp.
 const MAX_DURATION: Duration = crate::retry::MAX_DELAY;
 
+/// The shortest database-call deadline accepted.
+pub const MIN_DB_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why [`MIN_DB_TIMEOUT`], for errors.
+pub const MIN_DB_TIMEOUT_WHY: &str = "a healthy claim of a full batch may take that long";
+
 /// The shortest bucket lease accepted: it is renewed every third of the
 /// lease by a database round trip.
 pub const MIN_BUCKET_LEASE: Duration = Duration::from_secs(1);
@@ -102,6 +108,11 @@ pub struct RelayConfig {
     /// destination that never answers cannot hold rows (and their lease)
     /// forever. At least [`MIN_PUBLISH_TIMEOUT`].
     pub publish_timeout: Duration,
+    /// Longest one database call may take (taking a connection, then the
+    /// statement); past it the connection is dropped and the call retried
+    /// on a new one, so a partition that drops packets without closing
+    /// anything cannot hold the relay. At least [`MIN_DB_TIMEOUT`].
+    pub db_timeout: Duration,
     /// When failed messages are retried, and how often.
     pub retry: RetryPolicy,
     /// Sleep when a pass found nothing to do (NOTIFY wakes the relay
@@ -164,6 +175,7 @@ impl Default for RelayConfig {
             batch_size: 500,
             lease: Duration::from_secs(300),
             publish_timeout: Duration::from_secs(30),
+            db_timeout: crate::store::DEFAULT_DEADLINE,
             retry: RetryPolicy::default(),
             idle_sleep: Duration::from_secs(1),
             reap_interval: Duration::from_secs(30),
@@ -202,6 +214,12 @@ impl RelayConfig {
             self.publish_timeout,
             MIN_PUBLISH_TIMEOUT,
             Some(MIN_PUBLISH_TIMEOUT_WHY),
+        )?;
+        bounded(
+            "database timeout",
+            self.db_timeout,
+            MIN_DB_TIMEOUT,
+            Some(MIN_DB_TIMEOUT_WHY),
         )?;
         bounded(
             "bucket lease",

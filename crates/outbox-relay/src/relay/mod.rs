@@ -26,7 +26,8 @@ mod tests;
 pub use config::{
     default_relay_id, Ordering, RelayConfig, BATCH_SIZE_RANGE, CONCURRENCY_RANGE,
     DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_BYTES, MIN_BUCKET_LEASE, MIN_BUCKET_LEASE_WHY,
-    MIN_LEASE, MIN_LEASE_WHY, MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY,
+    MIN_DB_TIMEOUT, MIN_DB_TIMEOUT_WHY, MIN_LEASE, MIN_LEASE_WHY, MIN_PUBLISH_TIMEOUT,
+    MIN_PUBLISH_TIMEOUT_WHY,
 };
 pub use cursor::{ClaimCursor, ClaimSnapshot};
 
@@ -167,7 +168,7 @@ impl<P: Publisher> Relay<P> {
         });
         Ok(Self {
             breaker: Breaker::new(config.breaker_max_backoff),
-            store,
+            store: store.with_deadline(config.db_timeout),
             publisher,
             clock: Arc::new(SystemClock),
             limiter,

@@ -4,7 +4,7 @@
 //! is down, and a shutdown that finishes or releases the batches in flight.
 
 use super::Relay;
-use crate::listener::listen;
+use crate::listener::{listen, Listen};
 use crate::publisher::Publisher;
 use crate::Result;
 use std::time::Duration;
@@ -26,8 +26,14 @@ impl<P: Publisher> Relay<P> {
         let listening = self.config.notify && self.listen.is_some();
         let listener = async {
             if let (true, Some(target)) = (listening, &self.listen) {
-                let statement = self.store.listen_statement().to_owned();
-                listen(target.clone(), statement, &wake, shutdown.clone()).await;
+                let l = Listen {
+                    target: target.clone(),
+                    listen: self.store.listen_statement().to_owned(),
+                    probe: self.store.notify_probe_statement().to_owned(),
+                    deadline: self.config.db_timeout,
+                    poll: self.config.idle_sleep,
+                };
+                listen(l, &wake, shutdown.clone()).await;
             }
         };
         let hard_stop = CancellationToken::new();

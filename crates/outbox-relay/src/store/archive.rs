@@ -69,7 +69,6 @@ impl Store {
             ArchiveBatch::DeleteDead => &q.delete_dead,
         };
         let client = self.client().await?;
-        let stmt = client.prepare_cached(sql).await?;
-        Ok(client.execute(&stmt, &[&p.cutoff, &p.limit]).await?)
+        client.execute(sql, &[&p.cutoff, &p.limit]).await
     }
 }

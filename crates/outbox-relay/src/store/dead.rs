@@ -168,15 +168,15 @@ impl Store {
     /// transaction). Returns the replayed ids, sorted.
     pub async fn replay_dead_messages(
         &self,
-        client: &impl tokio_postgres::GenericClient,
+        client: &(impl tokio_postgres::GenericClient + Sync),
         p: ReplayParams<'_>,
     ) -> Result<Vec<i64>> {
-        let rows = client
-            .query(
-                &self.q.dead.replay,
-                &[&p.ids, &p.topic, &p.replayed_by, &p.text],
-            )
-            .await?;
+        let rows = super::conn::query(
+            client,
+            &self.q.dead.replay,
+            &[&p.ids, &p.topic, &p.replayed_by, &p.text],
+        )
+        .await?;
         let mut ids = rows
             .iter()
             .map(|r| get(r, "message_id"))
@@ -198,10 +198,10 @@ impl Store {
     /// `(id, status)` of those of `ids` still in a live table.
     pub async fn message_statuses(
         &self,
-        client: &impl tokio_postgres::GenericClient,
+        client: &(impl tokio_postgres::GenericClient + Sync),
         ids: &[i64],
     ) -> Result<Vec<(i64, String)>> {
-        let rows = client.query(&self.q.dead.status_of, &[&ids]).await?;
+        let rows = super::conn::query(client, &self.q.dead.status_of, &[&ids]).await?;
         rows.iter()
             .map(|r| Ok((get(r, "id")?, get::<Lossy>(r, "status")?.0)))
             .collect()
@@ -210,9 +210,9 @@ impl Store {
     /// Deletes dead rows that died more than `older_than` ago; returns how many.
     pub async fn purge_dead_messages(&self, older_than: Duration) -> Result<u64> {
         let client = self.client().await?;
-        Ok(client
+        client
             .execute(&self.q.dead.purge, &[&older_than.as_secs_f64()])
-            .await?)
+            .await
     }
 }
 

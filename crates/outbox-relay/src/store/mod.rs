@@ -15,6 +15,7 @@ use std::time::Duration;
 
 mod archive;
 mod claim;
+pub(crate) mod conn;
 mod dead;
 pub mod decode;
 mod order;
@@ -32,6 +33,11 @@ pub use ui::{HotCount, RecentReplay, RegisteredRelay, SentCounters};
 
 use sql::Queries;
 
+/// Default [`Store::with_deadline`]: every statement of the store is
+/// bounded by its batch size, so one that has not answered in this long is
+/// on a connection that will not answer.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+
 /// The relay's handle on the outbox tables of one schema.
 #[derive(Clone)]
 pub struct Store {
@@ -41,6 +47,8 @@ pub struct Store {
     /// Connections taken to run a statement: what the relay costs the
     /// database (an idle relay should stay near one a second).
     statements: Arc<AtomicU64>,
+    /// Longest any one database call may take ([`conn`]).
+    deadline: Duration,
 }
 
 crate::debug::debug_showing!(Store { schema });
@@ -155,13 +163,31 @@ impl Store {
             pool,
             schema,
             statements: Arc::new(AtomicU64::new(0)),
+            deadline: DEFAULT_DEADLINE,
         }
     }
 
-    /// A pooled connection for one statement, counted.
-    async fn client(&self) -> Result<deadpool_postgres::Object> {
+    /// This store with every database call (taking a connection, then the
+    /// statement) bounded by `deadline` instead of [`DEFAULT_DEADLINE`].
+    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The deadline of each database call.
+    pub fn deadline(&self) -> Duration {
+        self.deadline
+    }
+
+    /// A pooled connection for one statement, counted, taken within the
+    /// deadline (a pool whose connections all hang, or a server that
+    /// accepts TCP and never answers, must not hold the caller).
+    async fn client(&self) -> Result<conn::Conn> {
         self.statements.fetch_add(1, Ordering::Relaxed);
-        Ok(self.pool.get().await?)
+        match tokio::time::timeout(self.deadline, self.pool.get()).await {
+            Ok(obj) => Ok(conn::Conn::new(obj?, self.deadline)),
+            Err(_) => Err(Error::DatabaseTimeout(self.deadline)),
+        }
     }
 
     /// Statements this store (and its clones) has sent so far.
@@ -177,6 +203,11 @@ impl Store {
     /// The `LISTEN` statement on the channel the insert trigger notifies.
     pub(crate) fn listen_statement(&self) -> &str {
         &self.q.listen
+    }
+
+    /// The listener's probe: `NOTIFY` on that channel, payload `$1`.
+    pub(crate) fn notify_probe_statement(&self) -> &str {
+        &self.q.notify_probe
     }
 
     /// The connection pool.
@@ -231,7 +262,7 @@ impl Store {
     /// back keeps it out of what they wait for.
     pub async fn claim_rows(&self, p: ClaimParams<'_>) -> Result<RawClaim> {
         let client = self.client().await?;
-        let base: [&(dyn tokio_postgres::types::ToSql + Sync); 5] = [
+        let base: [&dyn conn::Param; 5] = [
             &p.limit,
             &p.relay_id,
             &p.from_id,
@@ -239,32 +270,21 @@ impl Store {
             &p.max_message_bytes,
         ];
         let rows = match &p.ordered {
-            None => {
-                let stmt = client.prepare_cached(&self.q.claim).await?;
-                client.query(&stmt, &base).await?
-            }
+            None => client.query(&self.q.claim, &base).await?,
             Some(o) if o.owned.is_none() && o.held.is_empty() => {
-                let stmt = client.prepare_cached(&self.q.claim_ordered).await?;
                 let mut params = base.to_vec();
                 params.push(&o.token);
-                client.query(&stmt, &params).await?
+                client.query(&self.q.claim_ordered, &params).await?
             }
             Some(o) => {
-                let stmt = client
-                    .prepare_cached(&self.q.claim_ordered_filtered)
-                    .await?;
                 let owned = o.owned.map(BucketSet::as_bytes);
                 let (keys, heads): (Vec<i64>, Vec<i64>) = o.held.iter().copied().unzip();
                 let scan = p.limit.saturating_mul(SCAN_PER_ROW);
                 let mut params = base.to_vec();
-                params.extend([
-                    &o.token as &(dyn tokio_postgres::types::ToSql + Sync),
-                    &owned,
-                    &keys,
-                    &heads,
-                    &scan,
-                ]);
-                client.query(&stmt, &params).await?
+                params.extend([&o.token as &dyn conn::Param, &owned, &keys, &heads, &scan]);
+                client
+                    .query(&self.q.claim_ordered_filtered, &params)
+                    .await?
             }
         };
         // The filtered claim answers one row more, with no claimed row in
@@ -348,7 +368,6 @@ impl Store {
 
     async fn settle_once(&self, lease: &Lease, p: &SettleParams) -> Result<Settled> {
         let client = self.client().await?;
-        let stmt = client.prepare_cached(&self.q.settle).await?;
         let failed_ids: Vec<i64> = p.failed.iter().map(|f| f.0).collect();
         // Bounded here, where every error reaches the table: a publisher
         // may pass on whatever its destination answered.
@@ -360,7 +379,7 @@ impl Store {
         let release_reason = stored(&p.release_reason);
         let row = client
             .query_one(
-                &stmt,
+                &self.q.settle,
                 &[
                     &p.sent,
                     &lease.relay_id,
@@ -390,9 +409,11 @@ impl Store {
     /// Returns the new lease, or `None` if no row is held any more.
     pub async fn extend_lease(&self, lease: &Lease, ids: &[i64]) -> Result<Option<Lease>> {
         let client = self.client().await?;
-        let stmt = client.prepare_cached(&self.q.extend_lease).await?;
         let rows = client
-            .query(&stmt, &[&ids, &lease.relay_id, &lease.locked_at])
+            .query(
+                &self.q.extend_lease,
+                &[&ids, &lease.relay_id, &lease.locked_at],
+            )
             .await?;
         match rows.first() {
             Some(r) => Ok(Some(Lease {

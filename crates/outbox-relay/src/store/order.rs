@@ -94,9 +94,11 @@ impl Store {
         lease: std::time::Duration,
     ) -> Result<Heartbeat> {
         let client = self.client().await?;
-        let stmt = client.prepare_cached(&self.q.relay_heartbeat).await?;
         let rows = client
-            .query(&stmt, &[&relay_id, &token, &ordering, &lease.as_secs_f64()])
+            .query(
+                &self.q.relay_heartbeat,
+                &[&relay_id, &token, &ordering, &lease.as_secs_f64()],
+            )
             .await?;
         let mut beat = Heartbeat::default();
         for r in rows {

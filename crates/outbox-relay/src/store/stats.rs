@@ -38,9 +38,8 @@ pub type TopicCounts = BTreeMap<String, i64>;
 impl Store {
     /// The hot table's counts by status (cheap: see the `backlog` statement).
     pub async fn count_backlog(&self) -> Result<Backlog> {
-        let client = self.pool.get().await?;
-        let stmt = client.prepare_cached(&self.q.stats.backlog).await?;
-        let row = client.query_one(&stmt, &[]).await?;
+        let client = self.client().await?;
+        let row = client.query_one(&self.q.stats.backlog, &[]).await?;
         Ok(Backlog {
             pending: get(&row, "pending")?,
             processing: get(&row, "processing")?,
@@ -55,7 +54,7 @@ impl Store {
         &self,
         topic: Option<&str>,
     ) -> Result<BTreeMap<String, TopicCounts>> {
-        let client = self.pool.get().await?;
+        let client = self.client().await?;
         let rows = client.query(&self.q.stats.by_topic, &[&topic]).await?;
         let mut out: BTreeMap<String, TopicCounts> = BTreeMap::new();
         for r in rows {
@@ -102,10 +101,9 @@ impl Store {
     /// `(id, age_seconds)` of the row `sql` (one of the oldest-pending
     /// statements) finds.
     async fn oldest_of(&self, sql: &str, topic: Option<&str>) -> Result<Option<(i64, f64)>> {
-        let client = self.pool.get().await?;
-        let stmt = client.prepare_cached(sql).await?;
+        let client = self.client().await?;
         client
-            .query_opt(&stmt, &[&topic])
+            .query_opt(sql, &[&topic])
             .await?
             .map(|r| Ok((get::<i64>(&r, "id")?, get::<f64>(&r, "age_seconds")?)))
             .transpose()
@@ -113,8 +111,7 @@ impl Store {
 
     /// One round trip to the database: the readiness probe.
     pub async fn ping(&self) -> Result<()> {
-        let client = self.pool.get().await?;
-        client.simple_query(&self.q.stats.ping).await?;
-        Ok(())
+        let client = self.client().await?;
+        client.simple(&self.q.stats.ping).await
     }
 }

@@ -7,7 +7,6 @@
 use super::decode::{self, Lossy, Timestamp};
 use super::Store;
 use crate::Result;
-use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 
 /// One group of the hot table: a topic and status, and for rows in flight
@@ -66,17 +65,16 @@ pub struct RecentReplay {
 }
 
 impl Store {
-    /// Runs one of the page's statements, prepared once per connection, and
+    /// Runs one of the page's statements, and
     /// reads each row with `from_row`.
     async fn ui_rows<T>(
         &self,
         sql: &str,
-        params: &[&(dyn ToSql + Sync)],
+        params: &[&dyn super::conn::Param],
         from_row: impl Fn(&Row) -> Result<T>,
     ) -> Result<Vec<T>> {
         let client = self.client().await?;
-        let stmt = client.prepare_cached(sql).await?;
-        let rows = client.query(&stmt, params).await?;
+        let rows = client.query(sql, params).await?;
         rows.iter().map(from_row).collect()
     }
 
@@ -97,8 +95,7 @@ impl Store {
     /// The sent table's counters.
     pub async fn ui_sent_counters(&self) -> Result<SentCounters> {
         let client = self.client().await?;
-        let stmt = client.prepare_cached(&self.q.ui.sent_counters).await?;
-        let row = client.query_opt(&stmt, &[]).await?;
+        let row = client.query_opt(&self.q.ui.sent_counters, &[]).await?;
         Ok(match row {
             Some(r) => SentCounters {
                 inserted: decode::get(&r, "sent_inserted")?,

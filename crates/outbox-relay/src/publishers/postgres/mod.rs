@@ -78,8 +78,11 @@ impl PostgresPublisher {
     /// someone else.
     pub async fn ensure_sink(&self) -> Result<()> {
         let client = self.pool.get().await?;
-        let ready: bool =
-            crate::store::decode::get(&client.query_one(&self.q.ready, &[]).await?, "ready")?;
+        let ready = crate::store::conn::query(&**client, &self.q.ready, &[]).await?;
+        let ready: bool = match ready.first() {
+            Some(r) => crate::store::decode::get(r, "ready")?,
+            None => false,
+        };
         if !ready {
             client.batch_execute(&self.q.create).await?;
         }
@@ -103,30 +106,27 @@ impl PostgresPublisher {
         // The message's enqueue time; the row's created_at is the publish time.
         let enqueued_at: Vec<chrono::DateTime<chrono::Utc>> =
             batch.iter().map(|m| m.created_at).collect();
-        let stmt = client
-            .prepare_cached(&self.q.insert)
-            .await
-            .map_err(|e| classify(&e))?;
-        client
-            .execute(
-                &stmt,
-                &[
-                    &ids,
-                    &event_ids,
-                    &topics,
-                    &payloads,
-                    &self.publisher,
-                    &headers,
-                    &event_types,
-                    &event_versions,
-                    &aggregate_types,
-                    &aggregate_ids,
-                    &enqueued_at,
-                ],
-            )
-            .await
-            .map(drop)
-            .map_err(|e| classify(&e))
+        // Unnamed, as every statement of the store: see store::conn.
+        crate::store::conn::execute(
+            &**client,
+            &self.q.insert,
+            &[
+                &ids,
+                &event_ids,
+                &topics,
+                &payloads,
+                &self.publisher,
+                &headers,
+                &event_types,
+                &event_versions,
+                &aggregate_types,
+                &aggregate_ids,
+                &enqueued_at,
+            ],
+        )
+        .await
+        .map(drop)
+        .map_err(|e| classify(&e))
     }
 }
 
@@ -200,9 +200,8 @@ pub async fn published_after(
     schema: &Schema,
     after: i64,
 ) -> Result<Vec<PublishedEvent>> {
-    let rows = client
-        .query(&SinkQueries::new(schema).read_after, &[&after])
-        .await?;
+    let rows =
+        crate::store::conn::query(client, &SinkQueries::new(schema).read_after, &[&after]).await?;
     use crate::store::decode::get;
     rows.iter()
         .map(|r| {
@@ -231,10 +230,12 @@ pub async fn published_count(
     schema: &Schema,
     message_id: i64,
 ) -> Result<i64> {
-    let row = client
-        .query_one(&SinkQueries::new(schema).count_for_message, &[&message_id])
-        .await?;
-    crate::store::decode::get(&row, "count")
+    let q = SinkQueries::new(schema).count_for_message;
+    let rows = crate::store::conn::query(client, &q, &[&message_id]).await?;
+    match rows.first() {
+        Some(r) => crate::store::decode::get(r, "count"),
+        None => Ok(0),
+    }
 }
 
 fn pool_error(e: deadpool_postgres::PoolError) -> PublishError {

@@ -136,6 +136,9 @@ pub(crate) struct Queries {
     pub(crate) reap_expired: String,
     /// `LISTEN` on the channel the insert trigger notifies.
     pub(crate) listen: String,
+    /// `$1 text` → a notification on that channel with payload `$1`: the
+    /// listener's check that LISTEN works (producers' payloads are empty).
+    pub(crate) notify_probe: String,
     /// Whether the outbox tables exist, and whether the migrations table
     /// does: → `(has_tables bool, has_migrations bool)`.
     pub(crate) is_migrated: String,
@@ -349,6 +352,7 @@ impl Queries {
                  RETURNING m.id, e.dead, CASE WHEN e.dead THEN now() ELSE m.next_run_at END AS next_run_at, \
                    {schema}.aggregate_key(m.aggregate_type, m.aggregate_id) AS aggregate_key"),
             listen: format!("LISTEN \"{}\"", schema.notify_channel()),
+            notify_probe: format!("SELECT pg_notify('{}', $1)", schema.notify_channel()),
             is_migrated: format!(
                 "SELECT to_regclass('{s}.messages') IS NOT NULL AS has_tables, \
                         to_regclass('{s}.schema_migrations') IS NOT NULL AS has_migrations",
