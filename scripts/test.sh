@@ -10,7 +10,7 @@
 # (scripts/services.sh), says what it does at each step, and installs no
 # package without saying so: as root it installs the Debian packages a
 # fresh machine may lack (python3-venv, make/gcc, chromium for the operator
-# page's browser test), otherwise it stops and prints the command to run.
+# page's browser test, pgbouncer), otherwise it stops and prints the command to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/services.sh
@@ -76,6 +76,12 @@ fi
 # Playwright's own browser download is not used.
 if [[ ! -x /usr/bin/chromium ]]; then
   need_package "the operator page's browser test (headless Chromium)" chromium
+fi
+
+# The PgBouncer test (crates/outbox-cli/tests/pgbouncer.rs) starts its own
+# pgbouncer, from Debian's package, in front of a throwaway PostgreSQL.
+if [[ ! -x /usr/sbin/pgbouncer ]] && ! command -v pgbouncer >/dev/null; then
+  need_package "the PgBouncer test (a transaction-mode pooler in front of PostgreSQL)" pgbouncer
 fi
 
 # The Kafka publisher builds librdkafka from source (rdkafka's bundled build),

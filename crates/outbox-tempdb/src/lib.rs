@@ -8,6 +8,9 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod pgbouncer;
+pub use pgbouncer::PgBouncer;
+
 /// A running throwaway cluster.
 #[derive(Debug)]
 pub struct EmbeddedPostgres {
@@ -212,7 +215,7 @@ fn find_bin_dir() -> Option<PathBuf> {
     })
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     // The owner of /proc/self is the effective user; no unsafe libc call needed.
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self")
@@ -220,7 +223,7 @@ fn is_root() -> bool {
         .unwrap_or(false)
 }
 
-fn postgres_user() -> anyhow::Result<(u32, u32)> {
+pub(crate) fn postgres_user() -> anyhow::Result<(u32, u32)> {
     let passwd = std::fs::read_to_string("/etc/passwd")?;
     passwd
         .lines()
@@ -230,7 +233,7 @@ fn postgres_user() -> anyhow::Result<(u32, u32)> {
         .context("running as root, and there is no `postgres` user to run a throwaway PostgreSQL as; set DATABASE_URL")
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
