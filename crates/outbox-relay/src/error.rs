@@ -80,6 +80,26 @@ fn not_dead_list(items: &[crate::dead::NotReplayed]) -> String {
     list.join("; ")
 }
 
+impl Error {
+    /// Whether trying the same call again may succeed: the connection or
+    /// the server failed, not the statement (a database error with a
+    /// SQLSTATE of class 08, 53, 57 or 40, or none at all).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::DatabaseTimeout(_) | Self::Pool(_) => true,
+            Self::Database(e) => match e.code() {
+                None => true,
+                Some(code) => {
+                    let class = &code.code()[..2];
+                    matches!(class, "08" | "53" | "57" | "40")
+                        || code == &tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION
+                }
+            },
+            _ => false,
+        }
+    }
+}
+
 impl From<deadpool_postgres::PoolError> for Error {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         Self::Pool(e)

@@ -1,7 +1,8 @@
 //! A TCP proxy that makes a network bad on purpose: it delays every chunk,
 //! and can cut every connection (a reset, as a flapping link or a NAT
-//! timeout would) or refuse new ones. For fault tests between the relay and
-//! its database or broker.
+//! timeout would) or refuse new ones, or partition the network: packets
+//! dropped, nothing closed, as when a link or a NAT between two hosts loses
+//! its state. For fault tests between the relay and its database or broker.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -18,7 +19,25 @@ pub struct FaultyProxy {
     delay_ms: Arc<AtomicU64>,
     refusing: Arc<AtomicBool>,
     cut: watch::Sender<u64>,
+    net: Arc<Partition>,
     accept: tokio::task::JoinHandle<()>,
+}
+
+/// A partition's state, shared with every connection's pipe.
+#[derive(Debug, Default)]
+struct Partition {
+    /// While set, nothing is forwarded.
+    on: AtomicBool,
+    /// Partitions so far: a connection open when one began never forwards
+    /// again, even once healed (its packets were lost; TCP would retransmit,
+    /// but the path's state is gone, so they go nowhere).
+    generation: AtomicU64,
+}
+
+impl Partition {
+    fn swallows(&self, born: u64) -> bool {
+        self.on.load(Ordering::SeqCst) || self.generation.load(Ordering::SeqCst) != born
+    }
 }
 
 impl FaultyProxy {
@@ -29,18 +48,33 @@ impl FaultyProxy {
         let delay_ms = Arc::new(AtomicU64::new(0));
         let refusing = Arc::new(AtomicBool::new(false));
         let (cut, _) = watch::channel(0u64);
+        let net = Arc::new(Partition::default());
         let accept = {
             let (delay_ms, refusing, cut) = (delay_ms.clone(), refusing.clone(), cut.clone());
+            let net = net.clone();
             tokio::spawn(async move {
                 while let Ok((client, _)) = listener.accept().await {
                     if refusing.load(Ordering::Relaxed) {
                         drop(client);
                         continue;
                     }
+                    if net.on.load(Ordering::SeqCst) {
+                        // The client's SYN got an answer (the proxy is
+                        // local), the rest goes nowhere: kept open, read,
+                        // dropped.
+                        tokio::spawn(swallow(client));
+                        continue;
+                    }
                     let Ok(server) = TcpStream::connect(target).await else {
                         continue;
                     };
-                    tokio::spawn(pipe(client, server, delay_ms.clone(), cut.subscribe()));
+                    let born = net.generation.load(Ordering::SeqCst);
+                    let link = Link {
+                        delay_ms: delay_ms.clone(),
+                        net: net.clone(),
+                        born,
+                    };
+                    tokio::spawn(pipe(client, server, link, cut.subscribe()));
                 }
             })
         };
@@ -49,8 +83,23 @@ impl FaultyProxy {
             delay_ms,
             refusing,
             cut,
+            net,
             accept,
         }
+    }
+
+    /// Partitions the network: from now on nothing any open connection
+    /// sends arrives, and new connections are accepted but go nowhere;
+    /// nothing is closed or reset.
+    pub fn partition(&self) {
+        self.net.generation.fetch_add(1, Ordering::SeqCst);
+        self.net.on.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends the partition: new connections work again; the ones open
+    /// during it stay dead (and open).
+    pub fn heal(&self) {
+        self.net.on.store(false, Ordering::SeqCst);
     }
 
     /// Where clients connect.
@@ -81,15 +130,29 @@ impl Drop for FaultyProxy {
     }
 }
 
-async fn pipe(
-    client: TcpStream,
-    server: TcpStream,
+/// What a connection's pipe needs of the proxy.
+struct Link {
     delay_ms: Arc<AtomicU64>,
-    mut cut: watch::Receiver<u64>,
-) {
+    net: Arc<Partition>,
+    born: u64,
+}
+
+/// Reads and drops whatever `client` sends, until it closes.
+async fn swallow(mut client: TcpStream) {
+    let mut buf = vec![0u8; 16 * 1024];
+    while matches!(client.read(&mut buf).await, Ok(n) if n > 0) {}
+}
+
+async fn pipe(client: TcpStream, server: TcpStream, link: Link, mut cut: watch::Receiver<u64>) {
     let (mut cr, mut cw) = client.into_split();
     let (mut sr, mut sw) = server.into_split();
+    let Link {
+        delay_ms,
+        net,
+        born,
+    } = link;
     let d1 = delay_ms.clone();
+    let n1 = net.clone();
     let up = async move {
         let mut buf = vec![0u8; 16 * 1024];
         loop {
@@ -98,6 +161,9 @@ async fn pipe(
                 break;
             }
             tokio::time::sleep(Duration::from_millis(d1.load(Ordering::Relaxed))).await;
+            if n1.swallows(born) {
+                continue;
+            }
             if sw.write_all(&buf[..n]).await.is_err() {
                 break;
             }
@@ -111,6 +177,9 @@ async fn pipe(
                 break;
             }
             tokio::time::sleep(Duration::from_millis(delay_ms.load(Ordering::Relaxed))).await;
+            if net.swallows(born) {
+                continue;
+            }
             if cw.write_all(&buf[..n]).await.is_err() {
                 break;
             }

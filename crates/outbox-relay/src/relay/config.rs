@@ -34,6 +34,10 @@ pub const MIN_PUBLISH_TIMEOUT_WHY: &str = "shorter would fail healthy batches";
 /// typo, and the reaper's `now() - lease` stops being a timestamp.
 const MAX_DURATION: Duration = crate::retry::MAX_DELAY;
 
+/// How long a published batch's settle is tried again after database
+/// errors (within its lease) before its rows are left to the reaper.
+pub const SETTLE_RETRY_FOR: Duration = Duration::from_secs(30);
+
 /// The shortest database-call deadline accepted.
 pub const MIN_DB_TIMEOUT: Duration = Duration::from_secs(1);
 

@@ -7,7 +7,9 @@ use crate::publisher::Publisher;
 use crate::retry::saturating_add_std;
 use crate::store::{Lease, SettleParams, Settled};
 use crate::{Outcome, PublishError, Result};
+use super::config::{MAX_RETRY_PAUSE, SETTLE_RETRY_FOR};
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 
 impl<P: Publisher> Relay<P> {
     /// Settles a published batch in one statement: sent, failed with the
@@ -231,7 +233,7 @@ impl<P: Publisher> Relay<P> {
         }
         #[cfg(test)]
         self.hooks.before_settle.pass().await;
-        let settled = self.store.settle_messages(lease, p).await;
+        let settled = self.settle_retrying(lease, p).await;
         {
             // Rows going back to the queue sit below the claim floor: bring
             // it back to them only now that the settle has ended. Earlier,
@@ -265,5 +267,32 @@ impl<P: Publisher> Relay<P> {
         stats.dead += dead;
         stats.released = released;
         Ok((stats, settled == expected))
+    }
+
+    /// The settle statement, tried again after a database error (a
+    /// partition, a restart, a deadline passed) for up to
+    /// [`SETTLE_RETRY_FOR`] while the lease lasts: the batch is published,
+    /// and settling it later beats publishing it again after the lease. The
+    /// statement is guarded by the lease, so a try that committed but whose
+    /// answer was lost settles nothing the second time (counted as lost).
+    async fn settle_retrying(&self, lease: &Lease, p: &SettleParams) -> Result<Settled> {
+        let lease_ends = saturating_add_std(lease.locked_at, self.config.lease);
+        let give_up = tokio::time::Instant::now() + SETTLE_RETRY_FOR;
+        let mut pause = Duration::from_millis(100);
+        loop {
+            match self.store.settle_messages(lease, p).await {
+                Err(e) if e.is_transient() => {
+                    let now = tokio::time::Instant::now();
+                    let lease_left = (lease_ends - self.clock.now()).to_std().unwrap_or_default();
+                    if now + pause >= give_up || pause >= lease_left {
+                        return Err(e);
+                    }
+                    tracing::debug!(error = %crate::error_chain(&e), retry_in = ?pause, "settle failed; trying again");
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                }
+                other => return other,
+            }
+        }
     }
 }
