@@ -5,6 +5,7 @@
 //! `gauge_interval` is set). The claim floor's sweep rides on the claims
 //! themselves (`cursor.rs`).
 
+use super::config::{FAILING_LOG_EVERY, MAX_RETRY_PAUSE};
 use super::Relay;
 use crate::archive::{self, Archiver};
 use crate::backlog::{self, BacklogGauges};
@@ -14,20 +15,39 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Runs `task` now and then every `every` until `shutdown`; a failure is
-/// logged as `what` and tried again at the next tick: maintenance never
-/// stops the relay.
+/// logged as `what` (at warning level at most every
+/// [`FAILING_LOG_EVERY`]) and tried again within [`MAX_RETRY_PAUSE`], not
+/// at the next tick: after the database comes back, a relay that owns no
+/// buckets of aggregates yet must not wait a third of the bucket lease for
+/// its share. Maintenance never stops the relay.
 async fn every<F, Fut>(shutdown: &CancellationToken, every: Duration, what: &str, mut task: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = crate::Result<()>>,
 {
+    let mut warned: Option<tokio::time::Instant> = None;
     while !shutdown.is_cancelled() {
-        if let Err(e) = task().await {
-            tracing::warn!(error = %crate::error_chain(&e), "{what}");
-        }
+        let pause = match task().await {
+            Ok(()) => {
+                if warned.take().is_some() {
+                    tracing::info!("{what}: succeeded again");
+                }
+                every
+            }
+            Err(e) => {
+                let now = tokio::time::Instant::now();
+                if warned.map_or(true, |w| now - w >= FAILING_LOG_EVERY) {
+                    tracing::warn!(error = %crate::error_chain(&e), "{what}");
+                    warned = Some(now);
+                } else {
+                    tracing::debug!(error = %crate::error_chain(&e), "{what}");
+                }
+                every.min(MAX_RETRY_PAUSE)
+            }
+        };
         tokio::select! {
             _ = shutdown.cancelled() => break,
-            _ = tokio::time::sleep(every) => {}
+            _ = tokio::time::sleep(pause) => {}
         }
     }
 }

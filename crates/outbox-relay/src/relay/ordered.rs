@@ -2,6 +2,7 @@
 //! leases, claims serialized and admitted against the gates, and the checks
 //! that keep the gates true (see `order.rs` for the rules).
 
+use super::config::MAX_RETRY_PAUSE;
 use super::order::Gates;
 use super::Relay;
 use crate::publisher::Publisher;
@@ -118,7 +119,14 @@ impl<P: Publisher> Relay<P> {
     /// buckets taken over hold back; then, every sweep interval, checks
     /// that the heads the gates wait for are still live.
     async fn maintain_order(&self, ctl: &OrderCtl, turn: &mut Turn) -> Result<()> {
-        let every = self.config.bucket_lease / 3;
+        // A relay with no bucket yet (just started, or its share went to
+        // others while the database was away) asks again within a retry
+        // pause rather than a third of the lease: it sends nothing until
+        // it owns some.
+        let every = match turn.owned.is_empty() {
+            true => MAX_RETRY_PAUSE.min(self.config.bucket_lease / 3),
+            false => self.config.bucket_lease / 3,
+        };
         if turn.last_beat.map_or(true, |at| at.elapsed() >= every) {
             let beat = self
                 .store

@@ -2,12 +2,12 @@
 //! aggregate's messages a chain (after the first one not sent, the rest
 //! are released), the gates narrowed before the statement and opened after.
 
+use super::config::{MAX_RETRY_PAUSE, SETTLE_RETRY_FOR};
 use super::{PassStats, PublishedBatch, Relay};
 use crate::publisher::Publisher;
 use crate::retry::saturating_add_std;
 use crate::store::{Lease, SettleParams, Settled};
 use crate::{Outcome, PublishError, Result};
-use super::config::{MAX_RETRY_PAUSE, SETTLE_RETRY_FOR};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
