@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README "Run the tests"; CI runs exactly this).
+# The project's test command (README "The two commands"; CI runs exactly this).
 #
 #   scripts/test.sh                  everything: fmt, clippy, every test on
 #                                    PostgreSQL and the real brokers
