@@ -3,8 +3,10 @@
 //! The schema (or database) is dropped when the test ends, pass or fail, so
 //! no run leaves anything for the next (scripts/test.sh checks); with
 //! `OUTBOX_TEST_KEEP=1` a failing test's is kept for inspection. A cleanup
-//! that fails fails the test.
+//! that fails fails the test. What broker tests make has its guard in
+//! [`litter`].
 
+pub mod litter;
 pub mod order_check;
 pub mod ordering;
 mod proxy;
