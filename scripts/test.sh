@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The project's test command (README "Run the tests"; CI runs exactly this).
+# The project's test command (README "The two commands"; CI runs exactly this).
 #
 #   scripts/test.sh                  everything: fmt, clippy, every test on
 #                                    PostgreSQL and the real brokers
@@ -93,6 +93,37 @@ if ! command -v pkg-config >/dev/null || ! pkg-config --exists openssl; then
   need_package "TLS for the Kafka publisher (librdkafka links OpenSSL)" pkg-config libssl-dev
 fi
 
+# What the servers hold before the tests: the check at the end fails the run
+# if any database, schema, key, stream, queue, exchange or retained message
+# is left that was not there (scripts/leftovers.sh).
+before=target/leftovers-before.txt
+scripts/leftovers.sh snapshot "$before"
+
+# cargo test --no-fail-fast runs every test binary whatever fails; its
+# output is kept, and the failing tests are listed at the end.
+log=target/test-output.log
+failed=0
+run_tests() { # cargo test args...
+  step "cargo test $*"
+  if ! cargo test --no-fail-fast "$@" 2>&1 | tee -a "$log"; then
+    failed=1
+  fi
+}
+
+finish() {
+  local code=0
+  if [[ $failed -ne 0 ]]; then
+    echo "" >&2
+    echo "==> FAILED tests (full output in $log):" >&2
+    awk '/^ *Running /{bin=$2} /^test .* \.\.\. FAILED$/{print "  " bin ": " $2}' "$log" >&2
+    grep -E '^error: (test failed|[0-9]+ targets? failed)' -A20 "$log" | grep -E '^ +`' >&2 || true
+    code=1
+  fi
+  step "checking what the tests left on the servers"
+  scripts/leftovers.sh check "$before" || code=1
+  exit $code
+}
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 step "cargo clippy -D warnings"
@@ -103,10 +134,11 @@ if cargo tree -q -p outbox --no-default-features --features sqlx -e normal,build
   exit 1
 fi
 
+: >"$log"
 if ! $postgres_only; then
   step "cargo test: every test, on PostgreSQL and the brokers"
-  cargo test --workspace --all-features
-  exit 0
+  run_tests --workspace --all-features
+  finish
 fi
 
 step "cargo test: what PostgreSQL alone can test"
@@ -118,8 +150,9 @@ for f in crates/*/tests/*.rs; do
   [[ " ${targets[*]:-} " == *" --test $name "* ]] && continue # same name in two crates
   targets+=(--test "$name")
 done
-cargo test --workspace --all-features --lib --bins --examples "${targets[@]}"
-cargo test --workspace --all-features --doc
+run_tests --workspace --all-features --lib --bins --examples "${targets[@]}"
+run_tests --workspace --all-features --doc
 echo "" >&2
 echo "==> SKIPPED (--postgres-only): ${#broker_tests[@]} broker test files: ${broker_tests[*]}" >&2
 echo "==> run scripts/test.sh without --postgres-only (CI does) to test the brokers too" >&2
+finish

@@ -132,7 +132,30 @@ pub(crate) async fn drop_schema(pool: &Pool, schema: &Schema) -> Result<()> {
     client
         .batch_execute(&BenchQueries::new(schema).drop_schema)
         .await?;
+    in_use().retain(|s| s != schema);
     Ok(())
+}
+
+/// The schemas this process made with [`fresh_schema`] and has not dropped:
+/// process-wide, as what stops a scenario half-way (a signal) is.
+static IN_USE: std::sync::Mutex<Vec<Schema>> = std::sync::Mutex::new(Vec::new());
+
+fn in_use() -> std::sync::MutexGuard<'static, Vec<Schema>> {
+    IN_USE.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Drops every schema a scenario stopped half-way left (an interrupted
+/// `outbox bench`), on `client`; returns their names. Run it after the
+/// statements in flight were cancelled: DROP SCHEMA waits for their locks.
+pub async fn drop_leftover_schemas(client: &tokio_postgres::Client) -> Result<Vec<Schema>> {
+    let left = in_use().clone();
+    for schema in &left {
+        client
+            .batch_execute(&BenchQueries::new(schema).drop_schema)
+            .await?;
+        in_use().retain(|s| s != schema);
+    }
+    Ok(left)
 }
 
 /// Migrates `schema` and preloads the backlog `algorithm` drains: the
@@ -324,11 +347,12 @@ pub(crate) async fn wait_until_settled_or(
 }
 
 /// A schema name no other bench run uses.
+/// Recorded before anything creates it, so an interrupt at any point after
+/// finds it ([`drop_leftover_schemas`]).
 pub(crate) fn fresh_schema() -> Result<Schema> {
-    Ok(Schema::new(&format!(
-        "outbox_bench_{:08x}",
-        rand::random::<u32>()
-    ))?)
+    let schema = Schema::new(&format!("outbox_bench_{:08x}", rand::random::<u32>()))?;
+    in_use().push(schema.clone());
+    Ok(schema)
 }
 
 /// The median of `values` (upper median for an even count).

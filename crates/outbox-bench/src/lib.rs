@@ -8,7 +8,7 @@
 //!   reference algorithms on a seed-shaped table, the checks and probes.
 //! - `drain`: `bench drain` / `baseline` — [`Algorithm`]s
 //!   draining one preloaded backlog ([`drain`], [`drain_spec`]); the pieces
-//!   every scenario shares (fresh schema, preload, the exactly-once check,
+//!   every scenario shares (fresh schema, [`drop_leftover_schemas`], preload, the exactly-once check,
 //!   [`wait_until_settled`], [`median`], [`peak_rss_bytes`]).
 //! - `ordering`: `bench ordering` — its [`Case`]s ([`measure`]) and
 //!   [`RATIOS`] with their targets; [`drain_process`] (the `outbox relay`
@@ -32,8 +32,8 @@ mod soak;
 pub mod sql;
 
 pub use drain::{
-    drain, drain_spec, median, peak_rss_bytes, wait_until_settled, Algorithm, DrainResult,
-    DrainSpec,
+    drain, drain_spec, drop_leftover_schemas, median, peak_rss_bytes, wait_until_settled,
+    Algorithm, DrainResult, DrainSpec,
 };
 pub use latency::{idle_queries_per_second, latency, Latency};
 pub use ordering::{

@@ -1,14 +1,14 @@
 //! Connecting: the URL from `--database-url`/`DATABASE_URL`, or for the demo
 //! a throwaway PostgreSQL.
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use outbox_relay::publishers::redact_url;
 
 /// The outbox database URL, or a clear error naming `DATABASE_URL`.
 pub fn require_url(url: Option<String>) -> anyhow::Result<String> {
     match url {
         Some(u) if !u.trim().is_empty() => Ok(u),
-        _ => bail!("no database given: set DATABASE_URL (or pass --database-url), e.g. postgres://postgres@127.0.0.1:5432/postgres"),
+        _ => outbox_cli::usage("no database given: set DATABASE_URL (or pass --database-url), e.g. postgres://postgres@127.0.0.1:5432/postgres"),
     }
 }
 
@@ -33,6 +33,25 @@ pub async fn connect_as(
     let target = outbox_relay::connect::target(url)?.named(name);
     let pool = outbox_relay::pool_for(target, max_size)?;
     // The connection goes back to the pool: it only proved the URL works.
+    drop(
+        pool.get()
+            .await
+            .with_context(|| format!("cannot connect to {}", redact_url(url)))?,
+    );
+    Ok(pool)
+}
+
+/// [`connect`], each connection's cancel key kept in `cancels`, so an
+/// interrupted command can cancel what its statements still run on the
+/// server.
+pub async fn connect_cancellable(
+    url: &str,
+    max_size: usize,
+    cancels: &outbox_relay::connect::Cancels,
+) -> anyhow::Result<deadpool_postgres::Pool> {
+    let target =
+        outbox_relay::connect::target(url)?.named(outbox_relay::connect::DEFAULT_APPLICATION_NAME);
+    let pool = outbox_relay::pool_cancellable(target, max_size, cancels)?;
     drop(
         pool.get()
             .await

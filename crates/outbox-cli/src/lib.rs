@@ -7,3 +7,23 @@
 pub mod config;
 pub mod logging;
 pub mod terminal;
+
+/// A usage or configuration error a command found before running anything
+/// (a missing `DATABASE_URL`, `archive` without an age, a value out of
+/// range): `outbox` exits with 2 for it, as for a bad flag
+/// (docs/operations.md, "Exit statuses").
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// `Err` of a [`UsageError`] saying `message`.
+pub fn usage<T>(message: impl std::fmt::Display) -> anyhow::Result<T> {
+    Err(UsageError(message.to_string()).into())
+}

@@ -30,7 +30,7 @@ struct Cli {
     #[arg(long, global = true, help = config::help_line("schema"))]
     schema: Option<String>,
     /// TOML configuration file; environment variables and flags override it.
-    #[arg(long, env = "OUTBOX_CONFIG", global = true)]
+    #[arg(long, env = "OUTBOX_CONFIG", hide_env_values = true, global = true)]
     config: Option<PathBuf>,
     #[arg(long, global = true, help = config::help_line("log_format"))]
     log_format: Option<String>,
@@ -118,6 +118,10 @@ fn main() -> ExitCode {
             eprintln!("{e}");
             ExitCode::from(130)
         }
+        Ok(Err(e)) if e.is::<outbox_cli::UsageError>() => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
         Ok(Err(e)) => {
             eprintln!("error: {}", outbox_relay::error_chain(e.as_ref()));
             ExitCode::FAILURE
@@ -143,13 +147,20 @@ fn is_broken_pipe(panic: &str) -> bool {
     panic.starts_with("failed printing to std") && panic.contains("Broken pipe")
 }
 
-/// SIGINT or SIGTERM stopped a command that has no shutdown of its own.
-#[derive(Debug)]
-struct Interrupted;
+/// SIGINT or SIGTERM stopped a command that has no shutdown of its own;
+/// `removed` says what it took away on the way out, if anything.
+#[derive(Debug, Default)]
+struct Interrupted {
+    removed: Option<String>,
+}
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted; stopped cleanly")
+        f.write_str("interrupted; stopped cleanly")?;
+        match &self.removed {
+            Some(r) => write!(f, ": {r}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -167,8 +178,8 @@ async fn until_signal(
     );
     tokio::select! {
         r = work => r,
-        _ = term.recv() => Err(Interrupted.into()),
-        _ = int.recv() => Err(Interrupted.into()),
+        _ = term.recv() => Err(Interrupted::default().into()),
+        _ = int.recv() => Err(Interrupted::default().into()),
     }
 }
 
@@ -203,7 +214,8 @@ async fn run(cli: Cli, settings: config::Settings) -> anyhow::Result<()> {
         Command::Config(args) => cmd::config::run(&settings, args),
         // They may run on a throwaway PostgreSQL, removed as they return.
         Command::Demo(args) => until_signal(cmd::demo::run(url, schema, args)).await,
-        Command::Bench(args) => until_signal(cmd::bench::run(url, args)).await,
+        // The bench also cancels its statements and drops its schemas.
+        Command::Bench(args) => cmd::bench::run(url, args).await,
         Command::Grants(args) => cmd::grants::run(url, schema, args).await,
         Command::Ui(args) => cmd::ui::run(url, schema, args).await,
     }

@@ -191,3 +191,72 @@ async fn the_peak_rss_command_runs_as_written() {
         .unwrap_or_else(|| panic!("no peak RSS line:\n{err}"));
     assert!(kb > 0);
 }
+
+/// SIGINT while `bench drain` preloads its backlog: the preload is
+/// cancelled on the server (it used to run on and commit after the
+/// process was gone), the `outbox_bench_*` schema is dropped, and the
+/// message names it. In a database of its own, so nothing else's
+/// sessions or schemas are counted.
+#[tokio::test]
+async fn an_interrupted_bench_cancels_its_statements_and_drops_its_schema() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+    let db = outbox_testkit::TestDatabase::new("bench_sigint").await;
+    let (client, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    // Others than this test's own connection, running a statement.
+    let busy = "SELECT count(*) FROM pg_stat_activity \
+                WHERE datname = current_database() AND pid <> pg_backend_pid() \
+                  AND state = 'active'";
+    let schemas = "SELECT coalesce(string_agg(nspname, ','), '') FROM pg_namespace \
+                   WHERE nspname LIKE 'outbox\\_bench\\_%'";
+    let child = bare(&["bench", "drain", "--messages", "20000000", "--runs", "1"])
+        .env("DATABASE_URL", db.url())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Killed if the test fails before the bench exits.
+    let mut bench = common::net::Running(child);
+    // The preload INSERT is running once its schema exists and a session
+    // of the bench is active in the database.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let schema = loop {
+        let s: String = client.query_one(schemas, &[]).await.unwrap().get(0);
+        let n: i64 = client.query_one(busy, &[]).await.unwrap().get(0);
+        if !s.is_empty() && n > 0 {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gave up waiting for the bench's preload to run (schemas {s:?}, {n} active sessions)"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let interrupted = Instant::now();
+    std::process::Command::new("kill")
+        .args(["-INT", &bench.0.id().to_string()])
+        .status()
+        .unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut bench.0.stderr.take().unwrap(), &mut err).unwrap();
+    let status = bench.0.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    // A 20-million-row preload takes minutes: an exit this soon, with the
+    // schema gone, means it was cancelled rather than waited for.
+    assert!(
+        interrupted.elapsed() < Duration::from_secs(20),
+        "took {:?} to stop:\n{err}",
+        interrupted.elapsed()
+    );
+    assert!(
+        err.contains(&format!("dropped schema {schema}")),
+        "the message names what was removed:\n{err}"
+    );
+    let left: String = client.query_one(schemas, &[]).await.unwrap().get(0);
+    assert_eq!(left, "", "schemas left behind");
+    let n: i64 = client.query_one(busy, &[]).await.unwrap().get(0);
+    assert_eq!(n, 0, "a statement of the bench still runs on the server");
+}

@@ -3,7 +3,9 @@
 
 mod common;
 
-use common::net::{free_port, get, sum, upstream, wait_for, Proxy, Running};
+use common::net::{
+    free_port, get, sum, upstream, wait_for, wait_for_showing, Proxy, Running, Stderr,
+};
 use common::{bare, fails, outbox, run};
 use outbox_testkit::TestSchema;
 use std::net::TcpListener;
@@ -26,6 +28,7 @@ async fn relay_serves_metrics_and_readiness_until_the_database_goes() {
     let proxy = Proxy::start(upstream());
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
+    let stderr = Stderr::new();
     let child = outbox(
         t.name(),
         &[
@@ -40,21 +43,25 @@ async fn relay_serves_metrics_and_readiness_until_the_database_goes() {
     )
     .env("DATABASE_URL", proxy.url())
     .stdout(Stdio::null())
-    .stderr(Stdio::null())
+    .stderr(stderr.stdio())
     .spawn()
     .unwrap();
     let _relay = Running(child);
 
     let mut text = String::new();
-    wait_for("outbox_published_total to reach N", || {
-        match get(port, "/metrics") {
+    let published = std::cell::Cell::new(0.0);
+    wait_for_showing(
+        &format!("outbox_published_total to reach {N}"),
+        || match get(port, "/metrics") {
             Some((200, body)) => {
                 text = body;
-                sum(&text, "outbox_published_total") == N as f64
+                published.set(sum(&text, "outbox_published_total"));
+                published.get() == N as f64
             }
             _ => false,
-        }
-    });
+        },
+        || format!("(it was {})\n{}", published.get(), stderr.text()),
+    );
     for name in outbox_relay::metrics::ALL {
         assert!(text.contains(name), "{name} missing from /metrics:\n{text}");
     }

@@ -13,6 +13,7 @@ mod common;
 
 use common::net::Running;
 use common::outbox;
+use outbox_testkit::litter::Litter;
 use outbox_testkit::readback::{self, Reader};
 use outbox_testkit::{FaultyProxy, TestSchema};
 use std::collections::BTreeSet;
@@ -48,13 +49,23 @@ enum Broker {
 struct Case {
     broker: Broker,
     tag: String,
+    /// Its Redis keys or JetStream stream, removed with it.
+    _litter: Litter,
 }
 
 impl Case {
     fn new(broker: Broker) -> Self {
+        let tag = format!("outbox_fault_{:08x}", rand::random::<u32>());
+        let litter = Litter::default();
+        match broker {
+            Broker::Redis => litter.redis_keys("redis://127.0.0.1:6379", &format!("{tag}:*")),
+            Broker::Nats => litter.nats_stream(&tag.to_uppercase()),
+            Broker::Amqp | Broker::Mqtt => {}
+        }
         Self {
             broker,
-            tag: format!("outbox_fault_{:08x}", rand::random::<u32>()),
+            tag,
+            _litter: litter,
         }
     }
 

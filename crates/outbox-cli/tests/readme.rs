@@ -443,3 +443,165 @@ async fn the_relay_with_archive_after_starts_as_written() {
         "a clean exit on SIGTERM: {status:?} {rest:?}"
     );
 }
+
+/// The contents of every ` ```lang ` block of the README, in order.
+fn blocks(readme: &str, lang: &str) -> Vec<String> {
+    let fence = format!("```{lang}");
+    let mut out = Vec::new();
+    let mut cur: Option<String> = None;
+    for line in readme.lines() {
+        match &mut cur {
+            None if line.starts_with(&fence) => cur = Some(String::new()),
+            Some(b) if line.starts_with("```") => {
+                out.push(std::mem::take(b));
+                cur = None;
+            }
+            Some(b) => {
+                b.push_str(line);
+                b.push('\n');
+            }
+            None => {}
+        }
+    }
+    out
+}
+
+/// The SQL string literals of the README's Rust snippets, in order.
+fn rust_sql(readme: &str) -> Vec<String> {
+    const VERBS: &[&str] = &["CREATE ", "INSERT ", "UPDATE ", "SELECT ", "DELETE "];
+    let mut out = Vec::new();
+    for block in blocks(readme, "rust") {
+        for (i, _) in block.match_indices('"') {
+            let rest = &block[i + 1..];
+            if VERBS.iter().any(|v| rest.starts_with(v)) {
+                out.push(rest[..rest.find('"').unwrap()].to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// A fresh database migrated by `outbox migrate` (the default schema,
+/// `outbox`, as the README's snippets name it), and a client on it.
+async fn fresh_migrated(label: &str) -> (outbox_testkit::TestDatabase, tokio_postgres::Client) {
+    let db = outbox_testkit::TestDatabase::new(label).await;
+    let (ok, out, err) = run(common::bare(&["migrate"]).env("DATABASE_URL", db.url()));
+    assert!(ok, "outbox migrate:\n{out}{err}");
+    let (client, conn) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    (db, client)
+}
+
+/// Each SQL block runs as written on a fresh database after `outbox
+/// migrate`, and the plain-SQL enqueue enqueues. The statements of the Rust
+/// snippets, in README order on another: those without parameters run,
+/// those with are prepared, which checks every table and column they name
+/// (the consume example updated a column no snippet created).
+#[tokio::test]
+async fn every_sql_snippet_runs_on_a_fresh_database() {
+    let readme = readme();
+    let sql = blocks(&readme, "sql");
+    assert!(!sql.is_empty(), "the README shows a plain-SQL enqueue");
+    for block in &sql {
+        let (_db, client) = fresh_migrated("readme_sql").await;
+        client
+            .batch_execute(block)
+            .await
+            .unwrap_or_else(|e| panic!("{block}\nfails on a fresh database: {e:?}"));
+        let n: i64 = client
+            .query_one("SELECT count(*) FROM outbox.all_messages", &[])
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 1, "{block}");
+    }
+    let statements = rust_sql(&readme);
+    assert!(
+        statements.iter().any(|s| s.starts_with("UPDATE orders")),
+        "{statements:?}"
+    );
+    let (_db, client) = fresh_migrated("readme_rust_sql").await;
+    for s in &statements {
+        let done = if s.contains('$') {
+            client.prepare(s).await.map(drop)
+        } else {
+            client.batch_execute(s).await
+        };
+        done.unwrap_or_else(|e| panic!("{s}\nfails after the snippets before it: {e:?}"));
+    }
+}
+
+/// Before the two commands, the README says what the first build needs and
+/// costs; the crate count is what `cargo run -p outbox-cli` compiles.
+#[test]
+fn the_readme_says_what_the_first_build_needs_before_the_two_commands() {
+    let readme = readme();
+    let section = readme
+        .split("## The two commands")
+        .nth(1)
+        .and_then(|s| s.split("```sh").next())
+        .expect("a section The two commands");
+    for needed in [
+        "Rust",
+        "C compiler",
+        "make",
+        "pkg-config",
+        "OpenSSL",
+        "minutes",
+    ] {
+        assert!(
+            section.contains(needed),
+            "{needed} missing from:\n{section}"
+        );
+    }
+    let said: usize = section
+        .split(" crates")
+        .next()
+        .and_then(|s| s.rsplit(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no crate count in:\n{section}"));
+    let tree = Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "-p",
+            "outbox-cli",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(tree.status.success(), "{tree:?}");
+    let mut crates: Vec<String> = String::from_utf8_lossy(&tree.stdout)
+        .lines()
+        .map(|l| l.replace(" (*)", "").replace(" (proc-macro)", ""))
+        .collect();
+    crates.sort();
+    crates.dedup();
+    let off = said.abs_diff(crates.len()) as f64 / crates.len() as f64;
+    assert!(
+        off < 0.05,
+        "the README says {said} crates, cargo tree counts {}",
+        crates.len()
+    );
+}
+
+/// scripts/test.sh's header names a README section that exists.
+#[test]
+fn the_test_script_points_at_a_readme_section() {
+    let script = std::fs::read_to_string(root().join("scripts/test.sh")).unwrap();
+    let section = script
+        .lines()
+        .nth(1)
+        .and_then(|l| l.split("README \"").nth(1))
+        .and_then(|r| r.split('"').next())
+        .expect("test.sh's second line names a README section");
+    assert!(
+        readme().contains(&format!("\n## {section}\n")),
+        "README has no section {section:?}"
+    );
+}

@@ -6,6 +6,7 @@ mod common;
 
 use common::python;
 use outbox::{Enqueued, NewMessage, Outbox};
+use outbox_testkit::litter::Litter;
 use outbox_testkit::TestSchema;
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -105,6 +106,8 @@ async fn relay_once_to_redis_streams() {
     let enqueued = enqueue(&db, &topic).await;
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let prefix = format!("{}:", unique("outbox_e2e"));
+    let litter = Litter::default();
+    litter.redis_keys(&redis, &format!("{prefix}*"));
     relay_once(&db, &format!("{redis}?stream_prefix={prefix}"));
 
     let entries = readback("redis_readback.py", &[&redis, &format!("{prefix}{topic}")]);
@@ -177,6 +180,8 @@ async fn relay_once_to_nats_jetstream() {
     let nats = std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
     let prefix = unique("e2e");
     let stream = prefix.to_uppercase();
+    let litter = Litter::default();
+    litter.nats_stream(&stream);
     relay_once(
         &db,
         &format!("{nats}?subject_prefix={prefix}.&create_stream={stream}"),
@@ -209,6 +214,8 @@ async fn relay_once_to_asynq() {
     let enqueued = enqueue(&db, &unique("email:welcome")).await;
     let redis = std::env::var("REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into());
     let queue = unique("outbox_e2e");
+    let litter = Litter::default();
+    litter.asynq_queue(&redis, &queue);
     let asynq = redis.replacen("redis://", "asynq://", 1);
     relay_once(&db, &format!("{asynq}?queue={queue}"));
 

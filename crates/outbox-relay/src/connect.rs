@@ -512,3 +512,53 @@ mod tests {
         assert!(err.to_string().contains("go together"), "{err}");
     }
 }
+
+/// The cancel keys of a pool's connections ([`crate::pool_cancellable`]).
+/// A statement keeps running on the server after its client is gone (an
+/// interrupted preload committed its million rows 20 s later):
+/// [`Cancels::cancel_all`] asks the server to cancel whatever each
+/// connection is running, as libpq's `PQcancel` does.
+#[derive(Clone, Default)]
+pub struct Cancels {
+    keys: std::sync::Arc<std::sync::Mutex<Vec<(tokio_postgres::CancelToken, Tls)>>>,
+}
+
+impl std::fmt::Debug for Cancels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cancels")
+            .field("connections", &self.len())
+            .finish()
+    }
+}
+
+impl Cancels {
+    pub(crate) fn keep(&self, token: tokio_postgres::CancelToken, tls: Tls) {
+        self.keys
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((token, tls));
+    }
+
+    /// Connections recorded so far.
+    pub fn len(&self) -> usize {
+        self.keys.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Whether no connection was opened.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Sends a cancel request for every connection (an idle one ignores
+    /// it); returns how many the server received.
+    pub async fn cancel_all(&self) -> usize {
+        let keys = self.keys.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut sent = 0;
+        for (token, tls) in keys {
+            if token.cancel_query(tls).await.is_ok() {
+                sent += 1;
+            }
+        }
+        sent
+    }
+}

@@ -77,7 +77,31 @@ pub fn pool_configured(
     target: connect::Target,
     config: deadpool_postgres::PoolConfig,
 ) -> Result<deadpool_postgres::Pool> {
+    build_pool(target, config, None)
+}
+
+/// [`pool_for`], each connection's cancel key kept in `cancels`, so a
+/// command stopped by a signal can cancel on the server what its
+/// connections are running ([`connect::Cancels::cancel_all`]).
+pub fn pool_cancellable(
+    target: connect::Target,
+    max_size: usize,
+    cancels: &connect::Cancels,
+) -> Result<deadpool_postgres::Pool> {
+    build_pool(
+        target,
+        deadpool_postgres::PoolConfig::new(max_size),
+        Some(cancels.clone()),
+    )
+}
+
+fn build_pool(
+    target: connect::Target,
+    config: deadpool_postgres::PoolConfig,
+    cancels: Option<connect::Cancels>,
+) -> Result<deadpool_postgres::Pool> {
     use deadpool_postgres::{HookError, Manager, ManagerConfig, RecyclingMethod, Runtime};
+    let tls = target.tls.clone();
     let manager = Manager::from_config(
         target.config,
         target.tls,
@@ -88,7 +112,10 @@ pub fn pool_configured(
     deadpool_postgres::Pool::builder(manager)
         .config(config)
         .runtime(Runtime::Tokio1)
-        .post_create(deadpool_postgres::Hook::async_fn(|client, _| {
+        .post_create(deadpool_postgres::Hook::async_fn(move |client, _| {
+            if let Some(c) = &cancels {
+                c.keep(client.cancel_token(), tls.clone());
+            }
             Box::pin(async move {
                 client
                     .batch_execute(store::sql_ascii_raw())

@@ -9,6 +9,7 @@ use outbox_relay::publishers::asynq::{
     pending_key, task_id, task_key, AsynqPublisher, TaskMessage, ALL_QUEUES_KEY,
 };
 use outbox_relay::{Envelope, Publisher};
+use outbox_testkit::litter::Litter;
 use redis::AsyncCommands;
 
 fn redis_url() -> String {
@@ -44,7 +45,11 @@ async fn pending_tasks(queue: &str) -> Vec<TaskMessage> {
     tasks
 }
 
-struct AsynqHarness;
+/// Each queue it hands out is removed with it.
+#[derive(Default)]
+struct AsynqHarness {
+    litter: Litter,
+}
 
 impl Harness for AsynqHarness {
     type P = AsynqPublisher;
@@ -53,6 +58,7 @@ impl Harness for AsynqHarness {
     /// One queue per target; the topic names the task type.
     async fn target(&self) -> Target<AsynqPublisher> {
         let queue = unique("outbox_test");
+        self.litter.asynq_queue(&redis_url(), &queue);
         Target {
             publisher: AsynqPublisher::from_url(&asynq_url(&format!("queue={queue}"))).unwrap(),
             topic: unique("email:welcome"),
@@ -96,11 +102,12 @@ impl Harness for AsynqHarness {
     }
 }
 
-conformance_suite!(AsynqHarness);
+conformance_suite!(AsynqHarness::default());
 
 #[tokio::test]
 async fn writes_the_layout_asynq_reads() {
-    let t = AsynqHarness.target().await;
+    let h = AsynqHarness::default();
+    let t = h.target().await;
     let queue = t.publisher.config().queue.clone();
     let batch: Vec<_> = (0..3).map(|n| conformance::message(&t.topic, n)).collect();
     assert!(t.publisher.publish(&batch).await.iter().all(Result::is_ok));
@@ -135,6 +142,8 @@ async fn writes_the_layout_asynq_reads() {
 #[tokio::test]
 async fn task_type_can_be_the_event_type() {
     let queue = unique("outbox_test");
+    let litter = Litter::default();
+    litter.asynq_queue(&redis_url(), &queue);
     let url = asynq_url(&format!("queue={queue}&task_type=event_type"));
     let p = AsynqPublisher::from_url(&url).unwrap();
     let m = conformance::message("ignored", 1);
@@ -145,7 +154,8 @@ async fn task_type_can_be_the_event_type() {
 
 #[tokio::test]
 async fn an_existing_task_id_counts_as_delivered_once() {
-    let t = AsynqHarness.target().await;
+    let h = AsynqHarness::default();
+    let t = h.target().await;
     let queue = t.publisher.config().queue.clone();
     let m = conformance::message(&t.topic, 1);
     for _ in 0..3 {
@@ -159,7 +169,9 @@ async fn an_existing_task_id_counts_as_delivered_once() {
 /// the connection carries the next batch.
 #[tokio::test]
 async fn oversized_task_fails_alone() {
+    let h = AsynqHarness::default();
     let queue = unique("outbox_test");
+    h.litter.asynq_queue(&redis_url(), &queue);
     let t = Target {
         publisher: AsynqPublisher::from_url(&asynq_url(&format!(
             "queue={queue}&max_message_size=20000"
@@ -169,5 +181,5 @@ async fn oversized_task_fails_alone() {
     };
     let mut big = conformance::message(&t.topic, 99);
     big.payload = serde_json::json!({ "blob": "x".repeat(30_000) }).into();
-    conformance::bad_message_fails_alone(&AsynqHarness, &t, big, "max_message_size is 20000").await;
+    conformance::bad_message_fails_alone(&h, &t, big, "max_message_size is 20000").await;
 }

@@ -9,6 +9,7 @@ use async_nats::jetstream::{self, stream};
 use conformance::{closed_port, unique, Harness, Received, Scope, Target};
 use outbox_relay::publishers::nats::NatsPublisher;
 use outbox_relay::{Envelope, ErrorClass, Publisher};
+use outbox_testkit::litter::Litter;
 
 fn nats_url() -> String {
     std::env::var("NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".to_owned())
@@ -56,14 +57,19 @@ pub fn envelope(m: &jetstream::message::StreamMessage) -> Envelope {
 struct NatsHarness {
     prefix: String,
     stream: String,
+    /// Its stream, removed with it.
+    _litter: Litter,
 }
 
 impl NatsHarness {
     fn new() -> Self {
         let id = unique("t");
+        let litter = Litter::default();
+        litter.nats_stream(&id.to_uppercase());
         Self {
             prefix: format!("{id}."),
             stream: id.to_uppercase(),
+            _litter: litter,
         }
     }
 }
@@ -166,6 +172,8 @@ async fn headers_carry_msg_id_and_cloudevents() {
 async fn create_stream_captures_the_prefix() {
     let id = unique("c");
     let name = id.to_uppercase();
+    let litter = Litter::default();
+    litter.nats_stream(&name);
     let url = format!("{}?subject_prefix={id}.&create_stream={name}", nats_url());
     let p = NatsPublisher::from_url(&url).unwrap();
     let batch: Vec<_> = (0..3)
@@ -207,6 +215,8 @@ async fn invalid_subject_fails_alone() {
 #[tokio::test]
 async fn reserved_subjects_are_refused_and_the_stream_survives() {
     let name = unique("victim").to_uppercase();
+    let litter = Litter::default();
+    litter.nats_stream(&name);
     js().await
         .create_stream(stream::Config {
             name: name.clone(),
@@ -246,6 +256,8 @@ async fn reserved_subjects_are_refused_and_the_stream_survives() {
 #[tokio::test]
 async fn relay_dead_letters_a_reserved_subject() {
     let name = unique("victim").to_uppercase();
+    let litter = Litter::default();
+    litter.nats_stream(&name);
     js().await
         .create_stream(stream::Config {
             name: name.clone(),
@@ -301,6 +313,8 @@ async fn relay_dead_letters_a_reserved_subject() {
 async fn relay_sends_99_and_dead_letters_the_one_over_max_payload() {
     let id = unique("big");
     let name = id.to_uppercase();
+    let litter = Litter::default();
+    litter.nats_stream(&name);
     let url = format!("{}?subject_prefix={id}.&create_stream={name}", nats_url());
     let t = outbox_testkit::TestSchema::new("nats_big").await;
     let blob = "x".repeat(1_048_568 - r#"{"blob":""}"#.len());
@@ -351,6 +365,8 @@ async fn relay_sends_99_and_dead_letters_the_one_over_max_payload() {
 async fn keeps_aggregate_order() {
     let id = unique("order");
     let name = id.to_uppercase();
+    let litter = Litter::default();
+    litter.nats_stream(&name);
     let url = format!("{}?subject_prefix={id}.&create_stream={name}", nats_url());
     let p = NatsPublisher::from_url(&url).unwrap();
     let _t = support::relay_in_aggregate_order("nats_order", p, "orders").await;

@@ -8,6 +8,7 @@ mod support;
 use conformance::{closed_port, unique, Harness, Received, Scope, Target};
 use outbox_relay::publishers::redis::RedisPublisher;
 use outbox_relay::{Envelope, Publisher};
+use outbox_testkit::litter::Litter;
 use redis::AsyncCommands;
 
 fn redis_url() -> String {
@@ -41,12 +42,18 @@ pub async fn entries(stream: &str) -> Vec<(String, Vec<(String, String)>)> {
 
 struct RedisHarness {
     prefix: String,
+    /// Every key under the prefix, removed with the harness.
+    _litter: Litter,
 }
 
 impl RedisHarness {
     fn new() -> Self {
+        let prefix = format!("{}:", unique("outbox_test"));
+        let litter = Litter::default();
+        litter.redis_keys(&redis_url(), &format!("{prefix}*"));
         Self {
-            prefix: format!("{}:", unique("outbox_test")),
+            prefix,
+            _litter: litter,
         }
     }
 }
@@ -104,6 +111,8 @@ conformance_suite!(RedisHarness::new());
 #[tokio::test]
 async fn maxlen_trims_the_stream_approximately() {
     let prefix = format!("{}:", unique("outbox_trim"));
+    let litter = Litter::default();
+    litter.redis_keys(&redis_url(), &format!("{prefix}*"));
     let url = format!("{}?stream_prefix={prefix}&maxlen=10", redis_url());
     let p = RedisPublisher::from_url(&url).unwrap();
     let batch: Vec<_> = (0..500).map(|n| conformance::message("t", n)).collect();
@@ -163,6 +172,8 @@ async fn bad_messages_fail_alone() {
 #[tokio::test]
 async fn keeps_aggregate_order() {
     let prefix = format!("{}:", unique("outbox_order"));
+    let litter = Litter::default();
+    litter.redis_keys(&redis_url(), &format!("{prefix}*"));
     let p = RedisPublisher::from_url(&format!("{}?stream_prefix={prefix}", redis_url())).unwrap();
     let _t = support::relay_in_aggregate_order("redis_order", p, "orders").await;
     let stream = format!("{prefix}orders");

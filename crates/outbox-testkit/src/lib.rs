@@ -1,8 +1,12 @@
 //! Each database test gets its own schema on the real PostgreSQL
 //! (`DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/postgres`).
-//! The schema is dropped when the test passes and left in place when it
-//! fails, so it can be inspected.
+//! The schema (or database) is dropped when the test ends, pass or fail, so
+//! no run leaves anything for the next (scripts/test.sh checks); with
+//! `OUTBOX_TEST_KEEP=1` a failing test's is kept for inspection. A cleanup
+//! that fails fails the test. What broker tests make has its guard in
+//! [`litter`].
 
+pub mod litter;
 pub mod order_check;
 pub mod ordering;
 mod proxy;
@@ -115,32 +119,63 @@ impl TestSchema {
 
 impl Drop for TestSchema {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "test failed: schema {} left in place for inspection",
-                self.schema
-            );
+        let what = format!("schema {}", self.schema);
+        if keep(&what) {
             return;
         }
-        // Drop on a plain connection of our own: the pool's runtime may be
-        // shutting down with the test.
+        // Dropped on a plain connection of our own: the pool's runtime may
+        // be shutting down with the test.
         let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema.quoted());
-        let url = database_url();
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            rt.block_on(async {
-                let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-                    .await
-                    .ok()?;
-                tokio::spawn(conn);
-                client.batch_execute(&sql).await.ok()
-            })
-        })
-        .join();
+        report(&what, admin_blocking(vec![sql]));
     }
+}
+
+/// The variable that keeps a failed test's schema or database for
+/// inspection; by default everything a test made is removed, pass or fail.
+pub const KEEP_VAR: &str = "OUTBOX_TEST_KEEP";
+
+/// Whether to leave `what` in place: only for a failing test, and only with
+/// [`KEEP_VAR`] set (saying so).
+fn keep(what: &str) -> bool {
+    let keep =
+        std::thread::panicking() && std::env::var_os(KEEP_VAR).is_some_and(|v| !v.is_empty());
+    if keep {
+        eprintln!("test failed: {what} left in place for inspection ({KEEP_VAR} is set)");
+    }
+    keep
+}
+
+/// A cleanup that failed fails the test that passed (it would leave its
+/// litter on the server for the next run); for one already failing, it is
+/// said on stderr.
+pub fn report(what: &str, result: Result<(), String>) {
+    if let Err(e) = result {
+        let msg = format!("cannot remove {what}: {e}");
+        if std::thread::panicking() {
+            eprintln!("{msg}");
+        } else {
+            panic!("{msg}");
+        }
+    }
+}
+
+/// Runs `statements` one at a time on a connection of their own, from a
+/// thread of their own (a `Drop` may run inside or outside a runtime).
+fn admin_blocking(statements: Vec<String>) -> Result<(), String> {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        rt.block_on(async {
+            for sql in &statements {
+                admin_try(sql).await.map_err(|e| format!("{sql}: {e}"))?;
+            }
+            Ok(())
+        })
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the cleanup thread panicked".into()))
 }
 
 /// A throwaway database on the test server (for a sink apart from the
@@ -202,40 +237,88 @@ impl TestDatabase {
 
 impl Drop for TestDatabase {
     fn drop(&mut self) {
-        if std::thread::panicking() {
-            eprintln!(
-                "test failed: database {} left in place for inspection",
-                self.name
-            );
+        let what = format!("database {}", self.name);
+        if keep(&what) {
             return;
         }
         // Two statements, not one batch: PostgreSQL runs a batch in one
         // implicit transaction, which DROP DATABASE refuses (the database
         // was left behind after every run).
-        let allow = format!("ALTER DATABASE {} ALLOW_CONNECTIONS true", self.name);
-        let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .ok()?;
-            rt.block_on(async {
-                let _ = admin_try(&allow).await;
-                admin_try(&drop).await
-            })
-        })
-        .join();
+        report(
+            &what,
+            admin_blocking(vec![
+                format!("ALTER DATABASE {} ALLOW_CONNECTIONS true", self.name),
+                format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+            ]),
+        );
     }
 }
 
 async fn admin(sql: &str) {
-    admin_try(sql).await.unwrap_or_else(|| panic!("{sql}"));
+    if let Err(e) = admin_try(sql).await {
+        panic!("{sql}: {e}");
+    }
 }
 
-async fn admin_try(sql: &str) -> Option<()> {
-    let (client, conn) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
-        .await
-        .ok()?;
+async fn admin_try(sql: &str) -> Result<(), tokio_postgres::Error> {
+    let (client, conn) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
-    client.batch_execute(sql).await.ok()
+    client.batch_execute(sql).await
+}
+
+/// `DATABASE_URL` with its host and port replaced by `127.0.0.1:port` (a
+/// proxy in front of the test server), its user, database and parameters
+/// kept.
+pub fn database_url_via(port: u16) -> String {
+    url_via(&database_url(), port)
+}
+
+fn url_via(url: &str, port: u16) -> String {
+    let (scheme, rest) = url.split_once("://").expect("DATABASE_URL is a URL");
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let user = authority.rsplit_once('@').map(|(u, _)| format!("{u}@"));
+    format!(
+        "{scheme}://{}127.0.0.1:{port}{tail}",
+        user.unwrap_or_default()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_via_a_proxy_keeps_user_database_and_parameters() {
+        let via = |url: &str| url_via(url, 9);
+        assert_eq!(
+            via("postgres://app:pw@db.example:6432/orders?sslmode=disable"),
+            "postgres://app:pw@127.0.0.1:9/orders?sslmode=disable"
+        );
+        assert_eq!(via("postgres://db/x"), "postgres://127.0.0.1:9/x");
+    }
+
+    /// Both statements of the database's removal run: the database is
+    /// gone once its guard is dropped (as one batch, PostgreSQL refused
+    /// DROP DATABASE and the error went unseen).
+    #[tokio::test]
+    async fn a_test_database_is_gone_after_its_guard() {
+        let db = TestDatabase::new("testkit_drop").await;
+        db.refuse_connections().await;
+        let name = db.name.clone();
+        drop(db);
+        let (client, conn) = tokio_postgres::connect(&database_url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        let n: i64 = client
+            .query_one(
+                "SELECT count(*) FROM pg_database WHERE datname = $1",
+                &[&name],
+            )
+            .await
+            .unwrap()
+            .get(0);
+        assert_eq!(n, 0, "database {name} left behind");
+    }
 }

@@ -1,7 +1,7 @@
 use super::parse_duration;
 use crate::config::Settings;
-use anyhow::bail;
 use indicatif::{ProgressBar, ProgressStyle};
+use outbox_cli::usage;
 use outbox_relay::archive::Config;
 use outbox_relay::{Archiver, Store};
 use std::io::IsTerminal;
@@ -28,7 +28,7 @@ pub struct Args {
 
 pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     let Some(older_than) = args.older_than.or(settings.archive_after) else {
-        bail!("archive needs --older-than (e.g. --older-than 7d) or archive_after in the configuration");
+        return usage("archive needs --older-than (e.g. --older-than 7d) or archive_after in the configuration");
     };
     let config = Config {
         older_than,
@@ -36,7 +36,9 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
         delete: args.delete,
         include_dead: args.include_dead,
     };
-    config.validate()?;
+    if let Err(e) = config.validate() {
+        return usage(e);
+    }
     let url = crate::db::require_url(settings.database_url.clone())?;
     let pool = crate::db::connect(&url, 2).await?;
     let store = Store::new(pool, settings.schema.clone());

@@ -69,7 +69,9 @@ impl RelayFlags {
 
 pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     let config = settings.relay_config();
-    config.validate()?;
+    if let Err(e) = config.validate() {
+        return outbox_cli::usage(e);
+    }
     // Installed before anything emits, so the first values are not lost.
     let metrics = match (settings.metrics_addr, args.once) {
         (Some(_), false) => {

@@ -1,5 +1,6 @@
-use anyhow::{bail, Context};
+use anyhow::Context;
 use outbox::Schema;
+use outbox_cli::usage;
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -31,11 +32,11 @@ const MIN_TOKEN: usize = 16;
 pub fn token_from_env() -> anyhow::Result<Option<String>> {
     match std::env::var("OUTBOX_UI_TOKEN") {
         Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => bail!("OUTBOX_UI_TOKEN is not valid UTF-8"),
-        Ok(t) if t.trim().chars().count() < MIN_TOKEN => bail!(
+        Err(std::env::VarError::NotUnicode(_)) => usage("OUTBOX_UI_TOKEN is not valid UTF-8"),
+        Ok(t) if t.trim().chars().count() < MIN_TOKEN => usage(format!(
             "OUTBOX_UI_TOKEN is shorter than {MIN_TOKEN} characters; use a random one, \
              e.g. `openssl rand -hex 24`"
-        ),
+        )),
         Ok(t) => Ok(Some(t.trim().to_owned())),
     }
 }
@@ -43,19 +44,22 @@ pub fn token_from_env() -> anyhow::Result<Option<String>> {
 pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
     let token = token_from_env()?;
     if args.interval < Duration::from_millis(500) {
-        bail!("--interval must be at least 500ms, got {:?}", args.interval);
+        return usage(format!(
+            "--interval must be at least 500ms, got {:?}",
+            args.interval
+        ));
     }
     // Checked before connecting, so a wrong start costs nothing.
     if !args.addr.ip().is_loopback() && token.is_none() && !args.read_only {
-        bail!(
+        return usage(format!(
             "refusing to serve the operator page on {} (beyond this host) without \
              OUTBOX_UI_TOKEN: set it (actions then need it), or pass --read-only",
             args.addr
-        );
+        ));
     }
     let allowed_hosts = match &args.ui_allowed_hosts {
         Some(names) => crate::config::parse::host_names(names)
-            .map_err(|e| anyhow::anyhow!("--ui-allowed-hosts: {e}"))?,
+            .or_else(|e| usage(format!("--ui-allowed-hosts: {e}")))?,
         None => Vec::new(),
     };
     let token = if args.read_only { None } else { token };

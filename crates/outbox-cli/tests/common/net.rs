@@ -7,11 +7,42 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// Waits for `cond` up to a generous deadline; no timing is asserted.
-pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_for(what: &str, cond: impl FnMut() -> bool) {
+    wait_for_showing(what, cond, String::new);
+}
+
+/// [`wait_for`], and on timeout the failure shows `context()` too (the
+/// relay's stderr, say: [`Stderr`]).
+pub fn wait_for_showing(what: &str, mut cond: impl FnMut() -> bool, context: impl Fn() -> String) {
     let deadline = Instant::now() + Duration::from_secs(60);
     while !cond() {
-        assert!(Instant::now() < deadline, "gave up waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "gave up waiting for {what}\n{}",
+            context()
+        );
         std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A file a child process writes its stderr to, read back for a failure
+/// message.
+pub struct Stderr(tempfile::NamedTempFile);
+
+impl Stderr {
+    pub fn new() -> Self {
+        Self(tempfile::NamedTempFile::new().unwrap())
+    }
+
+    /// For `Command::stderr`.
+    pub fn stdio(&self) -> std::process::Stdio {
+        self.0.reopen().unwrap().into()
+    }
+
+    /// What the process wrote so far, headed for a failure message.
+    pub fn text(&self) -> String {
+        let text = std::fs::read_to_string(self.0.path()).unwrap_or_default();
+        format!("the relay's stderr:\n{text}")
     }
 }
 
@@ -132,8 +163,10 @@ impl Proxy {
         Self { port, stop }
     }
 
+    /// `DATABASE_URL` through the proxy: its user, database and
+    /// parameters, the proxy's address.
     pub fn url(&self) -> String {
-        format!("postgres://postgres@127.0.0.1:{}/postgres", self.port)
+        outbox_testkit::database_url_via(self.port)
     }
 }
 

@@ -118,20 +118,52 @@ impl AnyPublisher {
             "nats" => Ok(Self::Nats(nats::NatsPublisher::from_url(url)?)),
             #[cfg(feature = "publisher-kafka")]
             "kafka" => Ok(Self::Kafka(kafka::KafkaPublisher::from_url(url)?)),
-            _ => {
-                let known: Vec<&str> = KNOWN
-                    .iter()
-                    .filter(|(_, built)| *built)
-                    .map(|(s, _)| *s)
-                    .collect();
-                Err(Error::Publisher(format!(
-                    "unknown publisher {:?}: this build accepts {}",
-                    redact_url(url),
-                    known.join(", ")
-                )))
-            }
+            _ => Err(unknown(url)),
         }
     }
+
+    /// Checks `url` as [`AnyPublisher::from_url`] does (scheme, address,
+    /// every option and its value), through the same parsers, without
+    /// connecting or touching any database: what `outbox config check`
+    /// runs, so it refuses exactly what the relay refuses. The lazy
+    /// publishers are built and dropped; Kafka's producer too, as librdkafka
+    /// checks its pass-through properties only when it is created.
+    pub fn check_url(url: &str) -> Result<()> {
+        let scheme = url.split_once("://").map_or(url, |(s, _)| s);
+        match scheme {
+            #[cfg(feature = "publisher-postgres")]
+            "postgres" | "postgresql" => postgres::PostgresPublisher::check_url(url),
+            #[cfg(feature = "publisher-amqp")]
+            "amqp" | "amqps" => amqp::AmqpPublisher::from_url(url).map(drop),
+            #[cfg(feature = "publisher-mqtt")]
+            "mqtt" | "mqtts" => mqtt::MqttPublisher::from_url(url).map(drop),
+            #[cfg(feature = "publisher-http")]
+            "http" | "https" => http::HttpConfig::from_env(url).map(drop),
+            #[cfg(feature = "publisher-redis")]
+            "redis" => redis::RedisPublisher::from_url(url).map(drop),
+            #[cfg(feature = "publisher-asynq")]
+            "asynq" => asynq::AsynqPublisher::from_url(url).map(drop),
+            #[cfg(feature = "publisher-nats")]
+            "nats" => nats::NatsPublisher::from_url(url).map(drop),
+            #[cfg(feature = "publisher-kafka")]
+            "kafka" => kafka::KafkaPublisher::from_url(url).map(drop),
+            _ => Err(unknown(url)),
+        }
+    }
+}
+
+/// The error for a scheme this build does not know, listing those it does.
+fn unknown(url: &str) -> Error {
+    let known: Vec<&str> = KNOWN
+        .iter()
+        .filter(|(_, built)| *built)
+        .map(|(s, _)| *s)
+        .collect();
+    Error::Publisher(format!(
+        "unknown publisher {:?}: this build accepts {}",
+        redact_url(url),
+        known.join(", ")
+    ))
 }
 
 /// `$body` with `$p` bound to the publisher inside `$any`, whichever it is:

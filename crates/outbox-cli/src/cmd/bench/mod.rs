@@ -10,6 +10,8 @@ mod throughput;
 mod timing;
 
 use bar::Bar;
+use outbox_cli::usage;
+use outbox_relay::connect::Cancels;
 
 /// `outbox bench`.
 #[derive(Debug, clap::Args)]
@@ -94,19 +96,80 @@ enum Scenario {
     },
 }
 
+/// The cancel keys of every connection the bench opened: process-wide, as
+/// the signal that needs them is.
+static CANCELS: std::sync::LazyLock<Cancels> = std::sync::LazyLock::new(Cancels::default);
+
+/// A pool whose connections an interrupt cancels ([`clean_up`]).
+async fn connect(url: &str, max_size: usize) -> anyhow::Result<deadpool_postgres::Pool> {
+    crate::db::connect_cancellable(url, max_size, &CANCELS).await
+}
+
 pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
-    anyhow::ensure!(args.runs > 0, "--runs must be positive");
-    anyhow::ensure!(args.messages != Some(0), "--messages must be positive");
-    anyhow::ensure!(args.batch_size > 0, "--batch-size must be positive");
     let concurrency = args
         .concurrency
         .unwrap_or(outbox_relay::RelayConfig::default().concurrency);
-    anyhow::ensure!(
-        (1..=64).contains(&concurrency),
-        "--concurrency must be 1..=64"
-    );
+    if args.runs == 0 {
+        return usage("--runs must be positive");
+    }
+    if args.messages == Some(0) {
+        return usage("--messages must be positive");
+    }
+    if args.batch_size == 0 {
+        return usage("--batch-size must be positive");
+    }
+    if !(1..=64).contains(&concurrency) {
+        return usage("--concurrency must be 1..=64");
+    }
+    if let Scenario::Ordering {
+        aggregates,
+        one_aggregate,
+    } = args.scenario
+    {
+        if aggregates == 0 || one_aggregate == 0 {
+            return usage("--aggregates and --one-aggregate must be positive");
+        }
+    }
     // fsync stays on: a benchmark measures what production would see.
     let (url, _throwaway) = crate::db::url_or_throwaway(url, true)?;
+    match crate::until_signal(scenario(&url, args, concurrency)).await {
+        Err(e) if e.is::<crate::Interrupted>() => Err(clean_up(&url).await.into()),
+        done => done,
+    }
+}
+
+/// After SIGINT or SIGTERM (the scenario already dropped): cancels on the
+/// server what the bench's connections still run (a preload goes on to
+/// its commit after the client is gone), then drops the schemas it made,
+/// and says so.
+async fn clean_up(url: &str) -> crate::Interrupted {
+    let connections = CANCELS.cancel_all().await;
+    let plural = if connections == 1 { "" } else { "s" };
+    let cancelled =
+        format!("cancelled its statements on the server ({connections} connection{plural})");
+    let dropped = async {
+        let pool = crate::db::connect(url, 1).await?;
+        let client = pool.get().await?;
+        anyhow::Ok(outbox_bench::drop_leftover_schemas(&client).await?)
+    };
+    let removed = match dropped.await {
+        Ok(schemas) if schemas.is_empty() => format!("{cancelled}; it had no schema to drop"),
+        Ok(schemas) => {
+            let names: Vec<&str> = schemas.iter().map(|s| s.name()).collect();
+            format!("{cancelled} and dropped schema {}", names.join(", "))
+        }
+        Err(e) => format!(
+            "{cancelled}, but could not drop its schemas: {}",
+            outbox_relay::error_chain(e.as_ref())
+        ),
+    };
+    crate::Interrupted {
+        removed: Some(removed),
+    }
+}
+
+async fn scenario(url: &str, args: Args, concurrency: usize) -> anyhow::Result<()> {
+    let url = url.to_owned();
     match args.scenario {
         Scenario::Latency {
             rate,
@@ -141,10 +204,6 @@ pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
             aggregates,
             one_aggregate,
         } => {
-            anyhow::ensure!(
-                aggregates > 0 && one_aggregate > 0,
-                "--aggregates and --one-aggregate must be positive"
-            );
             let p = ordering::Params {
                 bench: outbox_bench::OrderingParams {
                     messages: args.messages.unwrap_or(200_000),

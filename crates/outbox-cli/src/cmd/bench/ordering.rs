@@ -51,7 +51,7 @@ pub(super) async fn run(url: &str, p: Params) -> anyhow::Result<()> {
     // The reference algorithm uses one connection; the in-process relay
     // takes what its pipelines need. The relay process has its own pool.
     let (bench, runs) = (&p.bench, p.runs);
-    let pool = crate::db::connect(url, 2 * bench.concurrency + 2).await?;
+    let pool = super::connect(url, 2 * bench.concurrency + 2).await?;
     let mut rates: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for run in 1..=runs {
         // Interleaved, and every other run in reverse, so drift on the

@@ -15,8 +15,10 @@ pub(super) async fn run(
     runs: usize,
     json: bool,
 ) -> anyhow::Result<()> {
-    anyhow::ensure!((1..=64).contains(&producers), "--producers must be 1..=64");
-    let pool = crate::db::connect(url, producers + 1).await?;
+    if !(1..=64).contains(&producers) {
+        return outbox_cli::usage("--producers must be 1..=64");
+    }
+    let pool = super::connect(url, producers + 1).await?;
     let mut rates: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for run in 1..=runs {
         for (mode, notify) in PRODUCE_CASES {

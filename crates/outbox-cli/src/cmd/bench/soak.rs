@@ -12,7 +12,7 @@ pub(super) async fn run(
     runs: usize,
     json: bool,
 ) -> anyhow::Result<()> {
-    let pool = crate::db::connect(url, 2 * params.concurrency + 3).await?;
+    let pool = super::connect(url, 2 * params.concurrency + 3).await?;
     let mut cases = vec![("plain", None)];
     if hold_seconds > 0 {
         cases.push(("held", Some(Duration::from_secs(hold_seconds))));

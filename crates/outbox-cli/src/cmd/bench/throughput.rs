@@ -18,7 +18,7 @@ pub(super) struct Params {
 pub(super) async fn run(url: &str, args: Params) -> anyhow::Result<()> {
     // The reference algorithms use one connection, as their figures were
     // measured; the relay takes what its pipelines need.
-    let pool = crate::db::connect(url, 2 * args.concurrency + 1).await?;
+    let pool = super::connect(url, 2 * args.concurrency + 1).await?;
     let algorithms: &[Algorithm] = if !args.baseline {
         &[Algorithm::Relay]
     } else {

@@ -11,11 +11,10 @@ pub(super) async fn latency(
     runs: usize,
     json: bool,
 ) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        rate > 0 && seconds > 0,
-        "--rate and --seconds must be positive"
-    );
-    let pool = crate::db::connect(url, 16).await?;
+    if rate == 0 || seconds == 0 {
+        return outbox_cli::usage("--rate and --seconds must be positive");
+    }
+    let pool = super::connect(url, 16).await?;
     let mut samples = Vec::new();
     for run in 1..=runs {
         let l = outbox_bench::latency(&pool, url, rate, seconds, notify).await?;
@@ -56,8 +55,10 @@ pub(super) async fn latency(
 }
 
 pub(super) async fn idle(url: &str, seconds: u32, runs: usize, json: bool) -> anyhow::Result<()> {
-    anyhow::ensure!(seconds > 0, "--seconds must be positive");
-    let pool = crate::db::connect(url, 2).await?;
+    if seconds == 0 {
+        return outbox_cli::usage("--seconds must be positive");
+    }
+    let pool = super::connect(url, 2).await?;
     let mut qps = Vec::new();
     for run in 1..=runs {
         let q = outbox_bench::idle_queries_per_second(&pool, url, seconds, true).await?;

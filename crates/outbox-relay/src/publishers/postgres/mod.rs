@@ -57,18 +57,19 @@ impl PostgresPublisher {
         if !url.contains("://") {
             return Ok(Self::new(ctx.pool.clone(), &ctx.schema, &ctx.relay_id));
         }
-        // As the outbox database: libpq's TLS parameters, named by the relay.
-        let bad = |e: Error| match e {
-            Error::Config(m) => Error::Publisher(format!("bad postgres sink URL: {m}")),
-            other => other,
-        };
-        let target = crate::connect::target(url)
-            .map_err(bad)?
-            .named(&ctx.relay_id);
-        let pool = crate::pool_for(target, SINK_CONNECTIONS).map_err(bad)?;
+        let pool = sink_pool(url, &ctx.relay_id)?;
         let me = Self::new(pool, &ctx.schema, &ctx.relay_id);
         me.ensure_sink().await?;
         Ok(me)
+    }
+
+    /// Checks a sink URL as [`PostgresPublisher::from_url`] does, without
+    /// connecting (`postgres` alone, the outbox database, is always fine).
+    pub fn check_url(url: &str) -> Result<()> {
+        if url.contains("://") {
+            sink_pool(url, crate::connect::DEFAULT_APPLICATION_NAME)?;
+        }
+        Ok(())
     }
 
     /// Creates the sink table if it does not exist, and adds the envelope
@@ -128,6 +129,18 @@ impl PostgresPublisher {
         .map(drop)
         .map_err(|e| classify(&e))
     }
+}
+
+/// The pool on another database's sink: libpq's TLS parameters, as the
+/// outbox database, the connections named `name`. Building it connects
+/// nowhere.
+fn sink_pool(url: &str, name: &str) -> Result<Pool> {
+    let bad = |e: Error| match e {
+        Error::Config(m) => Error::Publisher(format!("bad postgres sink URL: {m}")),
+        other => other,
+    };
+    let target = crate::connect::target(url).map_err(bad)?.named(name);
+    crate::pool_for(target, SINK_CONNECTIONS).map_err(bad)
 }
 
 impl Publisher for PostgresPublisher {
