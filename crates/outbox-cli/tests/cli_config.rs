@@ -509,7 +509,7 @@ fn every_default_agrees_across_help_config_check_and_readme() {
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
     let d = outbox_relay::RelayConfig::default();
     let measured = format!(
-        "({} pipelines, ordering per aggregate: the defaults)",
+        "({} pipelines, order per aggregate: the defaults)",
         d.concurrency
     );
     assert!(

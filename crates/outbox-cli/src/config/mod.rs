@@ -291,8 +291,11 @@ impl Settings {
                         Ok(x) => x,
                         Err(e) => {
                             let k = keys::find($name).expect("known key");
+                            // Without the query: a misspelt option
+                            // (`pasword=`) is not a secret by name, and
+                            // the error names the option anyway.
                             let shown = if k.secret {
-                                parse::redact(&v)
+                                outbox_relay::redact::redact_without_query(&v)
                             } else {
                                 v.clone()
                             };
