@@ -100,6 +100,24 @@ impl Error {
     }
 }
 
+impl Error {
+    /// Whether the server refused a write because it is read-only
+    /// (SQLSTATE 25006: a standby, or in recovery).
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            Self::Database(e) => refuses_writes(e),
+            Self::Pool(deadpool_postgres::PoolError::Backend(e)) => refuses_writes(e),
+            _ => false,
+        }
+    }
+}
+
+/// SQLSTATE 25006 (`read_only_sql_transaction`): what a standby answers to
+/// every write, and to `LISTEN`.
+pub(crate) fn refuses_writes(e: &tokio_postgres::Error) -> bool {
+    e.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION)
+}
+
 impl From<deadpool_postgres::PoolError> for Error {
     fn from(e: deadpool_postgres::PoolError) -> Self {
         Self::Pool(e)

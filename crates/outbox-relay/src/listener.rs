@@ -18,6 +18,8 @@
 //! connection that is handed to other clients), and the relay says so; its
 //! pipelines poll anyway.
 
+use crate::relay::config::FAILING_LOG_EVERY;
+use crate::relay::read_only::ReadOnly;
 use futures_util::StreamExt;
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -47,7 +49,12 @@ pub(crate) struct Listen {
 }
 
 /// Runs until `shutdown`; wakes one pipeline on every notification.
-pub(crate) async fn listen(l: Listen, wake: &Notify, shutdown: CancellationToken) {
+pub(crate) async fn listen(
+    l: Listen,
+    wake: &Notify,
+    read_only: &ReadOnly,
+    shutdown: CancellationToken,
+) {
     let mut backoff = Duration::from_millis(100);
     let mut warned: Option<tokio::time::Instant> = None;
     let mut probed = false;
@@ -77,7 +84,15 @@ pub(crate) async fn listen(l: Listen, wake: &Notify, shutdown: CancellationToken
                 match listened.await {
                     Err(_) => tracing::warn!(deadline = ?l.deadline, "LISTEN did not answer"),
                     Ok(Err(e)) => {
-                        tracing::warn!(error = %outbox::describe_tokio_postgres(&e), "LISTEN failed")
+                        // A standby refuses LISTEN too; the relay says so once.
+                        let e = crate::Error::Database(e);
+                        if !read_only.refused(&e) {
+                            let now = tokio::time::Instant::now();
+                            if warned.map_or(true, |w| now - w >= FAILING_LOG_EVERY) {
+                                tracing::warn!(error = %crate::error_chain(&e), "LISTEN failed");
+                                warned = Some(now);
+                            }
+                        }
                     }
                     Ok(Ok(())) => {
                         backoff = Duration::from_millis(100);
@@ -95,7 +110,7 @@ pub(crate) async fn listen(l: Listen, wake: &Notify, shutdown: CancellationToken
                 // At warning level once in a while: the connection is tried
                 // every second or so while the database is down.
                 let now = tokio::time::Instant::now();
-                if warned.map_or(true, |w| now - w >= crate::relay::config::FAILING_LOG_EVERY) {
+                if warned.map_or(true, |w| now - w >= FAILING_LOG_EVERY) {
                     tracing::warn!(error = %outbox::describe_tokio_postgres(&e), retry_in = ?backoff, "cannot connect to LISTEN");
                     warned = Some(now);
                 } else {

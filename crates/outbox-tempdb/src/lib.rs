@@ -8,7 +8,9 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod pair;
 mod pgbouncer;
+pub use pair::Pair;
 pub use pgbouncer::PgBouncer;
 
 /// A running throwaway cluster.
@@ -65,6 +67,27 @@ impl EmbeddedPostgres {
 
     /// A fresh cluster, not started.
     fn init(fsync: bool) -> anyhow::Result<Self> {
+        let me = Self::blank(fsync)?;
+        let data = me.data_dir();
+        me.run(
+            "initdb",
+            &[
+                "-D".as_ref(),
+                data.as_os_str(),
+                "-U".as_ref(),
+                "postgres".as_ref(),
+                "-A".as_ref(),
+                "trust".as_ref(),
+                "-E".as_ref(),
+                "UTF8".as_ref(),
+                "--no-sync".as_ref(),
+            ],
+        )?;
+        Ok(me)
+    }
+
+    /// A directory and a port for a cluster, with no data directory yet.
+    fn blank(fsync: bool) -> anyhow::Result<Self> {
         let Some(bin) = find_bin_dir() else {
             bail!(
                 "no database given and no local PostgreSQL installation (initdb, pg_ctl) found \
@@ -82,30 +105,14 @@ impl EmbeddedPostgres {
             std::os::unix::fs::chown(dir.path(), Some(uid), Some(gid))?;
         }
         let port = free_port()?;
-        let me = Self {
+        Ok(Self {
             bin,
             dir,
             port,
             owner,
             fsync,
             settings: Vec::new(),
-        };
-        let data = me.data_dir();
-        me.run(
-            "initdb",
-            &[
-                "-D".as_ref(),
-                data.as_os_str(),
-                "-U".as_ref(),
-                "postgres".as_ref(),
-                "-A".as_ref(),
-                "trust".as_ref(),
-                "-E".as_ref(),
-                "UTF8".as_ref(),
-                "--no-sync".as_ref(),
-            ],
-        )?;
-        Ok(me)
+        })
     }
 
     /// Starts the server (again) on the same port and data.
@@ -173,15 +180,19 @@ impl EmbeddedPostgres {
         self.dir.path().join("data")
     }
 
-    fn run(&self, tool: &str, args: &[&std::ffi::OsStr]) -> anyhow::Result<()> {
+    /// `tool` of the installation, run as the cluster's owner.
+    fn command(&self, tool: &str) -> Command {
         let mut cmd = Command::new(self.bin.join(tool));
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+        cmd.stdin(Stdio::null());
         if let Some((uid, gid)) = self.owner {
             cmd.uid(uid).gid(gid);
         }
+        cmd
+    }
+
+    fn run(&self, tool: &str, args: &[&std::ffi::OsStr]) -> anyhow::Result<()> {
+        let mut cmd = self.command(tool);
+        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::piped());
         let out = cmd.output().with_context(|| format!("cannot run {tool}"))?;
         if !out.status.success() {
             bail!(
@@ -200,9 +211,15 @@ impl Drop for EmbeddedPostgres {
     }
 }
 fn find_bin_dir() -> Option<PathBuf> {
+    // Through a symlink (`/usr/local/bin/initdb`) to the installation's
+    // own directory, which holds its other tools too (pg_basebackup, psql).
     let on_path = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .find(|p| p.join("initdb").is_file() && p.join("pg_ctl").is_file())
+            .map(|p| match p.join("initdb").canonicalize() {
+                Ok(real) => real.parent().map_or(p, Path::to_path_buf),
+                Err(_) => p,
+            })
     });
     on_path.or_else(|| {
         let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")

@@ -6,6 +6,7 @@
 //! themselves (`cursor.rs`).
 
 use super::config::{FAILING_LOG_EVERY, MAX_RETRY_PAUSE};
+use super::read_only::ReadOnly;
 use super::Relay;
 use crate::archive::{self, Archiver};
 use crate::backlog::{self, BacklogGauges};
@@ -20,8 +21,13 @@ use tokio_util::sync::CancellationToken;
 /// at the next tick: after the database comes back, a relay that owns no
 /// buckets of aggregates yet must not wait a third of the bucket lease for
 /// its share. Maintenance never stops the relay.
-async fn every<F, Fut>(shutdown: &CancellationToken, every: Duration, what: &str, mut task: F)
-where
+async fn every<F, Fut>(
+    shutdown: &CancellationToken,
+    read_only: &ReadOnly,
+    every: Duration,
+    what: &str,
+    mut task: F,
+) where
     F: FnMut() -> Fut,
     Fut: Future<Output = crate::Result<()>>,
 {
@@ -29,6 +35,7 @@ where
     while !shutdown.is_cancelled() {
         let pause = match task().await {
             Ok(()) => {
+                read_only.writable();
                 if warned.take().is_some() {
                     tracing::info!("{what}: succeeded again");
                 }
@@ -36,7 +43,9 @@ where
             }
             Err(e) => {
                 let now = tokio::time::Instant::now();
-                if warned.map_or(true, |w| now - w >= FAILING_LOG_EVERY) {
+                if read_only.refused(&e) {
+                    // Said once for the whole relay.
+                } else if warned.map_or(true, |w| now - w >= FAILING_LOG_EVERY) {
                     tracing::warn!(error = %crate::error_chain(&e), "{what}");
                     warned = Some(now);
                 } else {
@@ -58,6 +67,7 @@ impl<P: Publisher> Relay<P> {
         tokio::join!(
             every(
                 shutdown,
+                &self.read_only,
                 self.config.reap_interval,
                 "lease reaper failed",
                 || async { self.reap().await.map(drop) }
@@ -66,6 +76,7 @@ impl<P: Publisher> Relay<P> {
             // of the other mode can warn about the mix.
             every(
                 shutdown,
+                &self.read_only,
                 self.config.bucket_lease / 3,
                 "could not renew this relay's buckets of aggregates",
                 || self.beat()

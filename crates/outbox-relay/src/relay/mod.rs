@@ -18,6 +18,7 @@ mod maintain;
 mod order;
 mod ordered;
 mod publish;
+pub(crate) mod read_only;
 mod run;
 mod settle;
 #[cfg(test)]
@@ -150,6 +151,8 @@ pub struct Relay<P> {
     cursor: Mutex<ClaimCursor>,
     /// Per-aggregate order: registration, buckets, gates.
     order: OrderCtl,
+    /// Warns once while the database refuses writes.
+    read_only: read_only::ReadOnly,
     #[cfg(test)]
     hooks: tests::Hooks,
 }
@@ -175,6 +178,7 @@ impl<P: Publisher> Relay<P> {
             listen: None,
             cursor: Mutex::new(ClaimCursor::new(config.sweep_interval)),
             order: OrderCtl::new(),
+            read_only: read_only::ReadOnly::default(),
             config,
             #[cfg(test)]
             hooks: tests::Hooks::default(),

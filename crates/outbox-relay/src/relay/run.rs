@@ -33,7 +33,7 @@ impl<P: Publisher> Relay<P> {
                     deadline: self.config.db_timeout,
                     poll: self.config.idle_sleep,
                 };
-                listen(l, &wake, shutdown.clone()).await;
+                listen(l, &wake, &self.read_only, shutdown.clone()).await;
             }
         };
         let hard_stop = CancellationToken::new();
@@ -92,6 +92,7 @@ impl<P: Publisher> Relay<P> {
             };
             let pause = match pass {
                 Ok(stats) => {
+                    self.read_only.writable();
                     error_backoff = Duration::from_millis(100);
                     if warned.take().is_some() {
                         tracing::info!(pipeline = index, "relay pass succeeded again");
@@ -123,7 +124,9 @@ impl<P: Publisher> Relay<P> {
                 }
                 Err(e) => {
                     let now = tokio::time::Instant::now();
-                    if warned.map_or(true, |w| now - w >= super::config::FAILING_LOG_EVERY) {
+                    if self.read_only.refused(&e) {
+                        // Said once for the whole relay.
+                    } else if warned.map_or(true, |w| now - w >= super::config::FAILING_LOG_EVERY) {
                         tracing::warn!(pipeline = index, error = %crate::error_chain(&e), retry_in = ?error_backoff, "relay pass failed");
                         warned = Some(now);
                     } else {

@@ -16,7 +16,8 @@
 //! a proxy that still answers TCP keepalives) would otherwise hold its
 //! caller forever; past the deadline the call fails with
 //! [`Error::DatabaseTimeout`] and the connection is dropped, not returned
-//! to the pool, so the next call opens a fresh one.
+//! to the pool, so the next call opens a fresh one. So is a connection to
+//! a server that refused a write as read-only (`relay/read_only.rs`).
 
 use crate::{Error, Result};
 use chrono::{DateTime, Utc};
@@ -156,6 +157,13 @@ impl Conn {
 
     async fn within<T>(&self, call: impl Future<Output = Result<T>>) -> Result<T> {
         match tokio::time::timeout(self.deadline, call).await {
+            Ok(Err(e)) if e.is_read_only() => {
+                // A server in recovery (a standby, or the old primary
+                // back as one): a new connection may reach the primary,
+                // given several hosts and target_session_attrs=read-write.
+                self.broken.store(true, Ordering::Relaxed);
+                Err(e)
+            }
             Ok(r) => r,
             Err(_) => {
                 self.broken.store(true, Ordering::Relaxed);
