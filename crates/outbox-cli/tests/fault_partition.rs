@@ -89,7 +89,7 @@ async fn the_relay_comes_back_by_itself_after_a_partition_heals() {
     eprintln!("delivered again {resumed:?} after the network healed");
     assert!(first > before, "delivers again after the heal:\n{stderr}");
     // Calls stuck on the dead connections end at their deadline, 10 s
-    // after they began (before the heal); then one retry pause (1 s).
+    // after they began (before the heal); then one retry pause (0.5 s).
     // The slack is for a busy 2-core machine.
     assert!(
         resumed < Duration::from_secs(13),

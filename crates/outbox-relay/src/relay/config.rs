@@ -12,9 +12,10 @@ pub const MIN_LEASE: Duration = Duration::from_secs(1);
 
 /// The longest a pipeline (or the LISTEN connection) waits before trying
 /// the database again after a failure. Short: the relay must send again
-/// within about this long once the database is back from a restart, and
-/// a try against a database that is down costs it one refused connection.
-pub const MAX_RETRY_PAUSE: Duration = Duration::from_secs(1);
+/// within a second once the database is back from a restart (this pause,
+/// then a new connection and a claim), and a try against a database that
+/// is down costs it one refused connection.
+pub const MAX_RETRY_PAUSE: Duration = Duration::from_millis(500);
 
 /// While the database keeps failing, a pipeline says so at warning level
 /// at most this often (and at debug level in between).
