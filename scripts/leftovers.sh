@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What the local servers hold that tests create, one sorted line each:
 # databases, schemas in DATABASE_URL's database, Redis keys, NATS JetStream
-# streams, RabbitMQ queues and exchanges, MQTT retained topics.
+# streams, RabbitMQ queues and exchanges, MQTT retained topics, and this
+# machine's network namespaces (the partition test makes one).
 #
 #   scripts/leftovers.sh snapshot FILE   writes the list to FILE
 #   scripts/leftovers.sh check FILE      lists what is there now and was not
@@ -41,6 +42,9 @@ EOF
   if port_open 1883 && command -v mosquitto_sub >/dev/null; then
     # Retained messages arrive at once on subscribing; -W ends the wait.
     mosquitto_sub -h 127.0.0.1 -t '#' --retained-only -W 2 -F 'mqtt retained %t' 2>/dev/null || true
+  fi
+  if command -v ip >/dev/null; then
+    ip netns list 2>/dev/null | awk '{print "network namespace " $1}'
   fi
 }
 

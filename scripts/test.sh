@@ -84,6 +84,12 @@ if [[ ! -x /usr/sbin/pgbouncer ]] && ! command -v pgbouncer >/dev/null; then
   need_package "the PgBouncer test (a transaction-mode pooler in front of PostgreSQL)" pgbouncer
 fi
 
+# The kernel-made partition (crates/outbox-cli/tests/fault_partition.rs)
+# runs the relay in a network namespace of its own, made with iproute2.
+if [[ $(id -u) -eq 0 ]] && ! command -v ip >/dev/null; then
+  need_package "the network-namespace partition test" iproute2
+fi
+
 # The Kafka publisher builds librdkafka from source (rdkafka's bundled build),
 # with TLS (and so SASL SCRAM) from the system's OpenSSL.
 if ! command -v make >/dev/null || ! command -v cc >/dev/null; then

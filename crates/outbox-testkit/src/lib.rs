@@ -7,6 +7,7 @@
 //! [`litter`].
 
 pub mod litter;
+pub mod netns;
 pub mod order_check;
 pub mod ordering;
 mod proxy;

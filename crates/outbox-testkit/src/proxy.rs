@@ -43,7 +43,12 @@ impl Partition {
 impl FaultyProxy {
     /// Listens on a free loopback port and forwards to `target`.
     pub async fn start(target: SocketAddr) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind proxy");
+        Self::start_on(([127, 0, 0, 1], 0).into(), target).await
+    }
+
+    /// Listens on `bind` (port 0: a free one) and forwards to `target`.
+    pub async fn start_on(bind: SocketAddr, target: SocketAddr) -> Self {
+        let listener = TcpListener::bind(bind).await.expect("bind proxy");
         let addr = listener.local_addr().expect("proxy address");
         let delay_ms = Arc::new(AtomicU64::new(0));
         let refusing = Arc::new(AtomicBool::new(false));
