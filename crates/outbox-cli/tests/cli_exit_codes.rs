@@ -29,9 +29,39 @@ const REFUSED: &[&str] = &[
     "carrier-pigeon://loft",
 ];
 
+/// Every scheme of every publisher this build declares, with an option
+/// none of them documents, and every scheme one declares as not served
+/// (`rediss://`, `amqps://`, `mqtts://`).
+fn refused_by_declaration() -> Vec<String> {
+    let mut urls = Vec::new();
+    for d in outbox_relay::publishers::declarations() {
+        // The webhook's query is its endpoint's own; postgres sinks take
+        // libpq's parameters (`sslmode=sometimes` above).
+        if !d.options.is_empty() {
+            urls.extend(
+                d.schemes
+                    .iter()
+                    .map(|s| format!("{s}://127.0.0.1:1?no_such_option=1")),
+            );
+        }
+        urls.extend(
+            d.not_served
+                .iter()
+                .map(|(s, _)| format!("{s}://127.0.0.1:1")),
+        );
+    }
+    urls
+}
+
 #[test]
 fn config_check_refuses_what_the_relay_refuses_with_the_same_words() {
-    for url in REFUSED {
+    let declared = refused_by_declaration();
+    assert!(declared.len() >= 9, "{declared:?}");
+    for url in REFUSED
+        .iter()
+        .copied()
+        .chain(declared.iter().map(String::as_str))
+    {
         let (check, check_err) = status(&mut bare(&["config", "check", "--publisher", url]));
         let (relay, relay_err) = status(&mut bare(&["relay", "--once", "--publisher", url]));
         assert_eq!(
@@ -57,13 +87,20 @@ fn config_check_refuses_what_the_relay_refuses_with_the_same_words() {
     assert!(check_err.contains("OUTBOX_WEBHOOK_TIMEOUT"), "{check_err}");
     // And passes what the relay takes, without connecting: nothing listens
     // on port 1.
+    let every_scheme = outbox_relay::publishers::declarations()
+        .into_iter()
+        .flat_map(|d| d.schemes.iter().map(|s| format!("{s}://127.0.0.1:1")));
     for url in [
         "redis://127.0.0.1:1?maxlen=10",
         "nats://127.0.0.1:1?subject_prefix=app.&create_stream=APP",
         "kafka://127.0.0.1:1?acks=all",
         "postgres",
-    ] {
-        let (code, err) = status(&mut bare(&["config", "check", "--publisher", url]));
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain(every_scheme)
+    {
+        let (code, err) = status(&mut bare(&["config", "check", "--publisher", &url]));
         assert_eq!(code, Some(0), "config check --publisher {url}:\n{err}");
     }
 }

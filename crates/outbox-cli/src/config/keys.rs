@@ -136,11 +136,27 @@ pub const KEYS: &[Key] = &[
     Key {
         secret: true,
         default: || Some(DEFAULT_PUBLISHER.into()),
+        // From the publishers' own declarations: what this build serves.
         help: || {
-            "Where to publish: `postgres` (the outbox database's published_events) or a URL: `postgres://…`, `amqp://…` (RabbitMQ), `mqtt://…`, `http(s)://…` (signed webhooks, options in OUTBOX_WEBHOOK_* variables), `redis://…` (Redis Streams), `asynq://…` (asynq tasks), `nats://…` (JetStream), `kafka://…`".into()
+            let urls: Vec<String> = outbox_relay::publishers::declarations()
+                .iter()
+                .map(|d| {
+                    let schemes: Vec<String> =
+                        d.schemes.iter().map(|s| format!("`{s}://…`")).collect();
+                    format!("{} ({})", schemes.join(", "), d.summary)
+                })
+                .collect();
+            format!(
+                "Where to publish: `postgres` (the outbox database's published_events) or a URL: {}",
+                urls.join("; ")
+            )
         },
         doc: || {
-            "`postgres` or a publisher URL (`redis://`, `amqp://`, `nats://`, `kafka://`, `mqtt://`, `http(s)://`, …)".into()
+            let prefixes: Vec<String> = outbox_relay::publishers::declarations()
+                .iter()
+                .flat_map(|d| d.schemes.iter().map(|s| format!("`{s}://`")))
+                .collect();
+            format!("`postgres` or a publisher URL: {}", prefixes.join(", "))
         },
         ..key("publisher", "OUTBOX_PUBLISHER", "--publisher")
     },

@@ -2,33 +2,20 @@
 //! [`AnyPublisher`] is what configuration builds from a `--publisher` URL.
 //!
 //! Layout: `<name>/mod.rs` is the publisher (what it sends and how it
-//! classifies the broker's answers), `<name>/config.rs` its URL options;
-//! each keeps only what is specific to its broker. What they share is in
+//! classifies the broker's answers, and its [`Declaration`]: schemes,
+//! options with their docs, how it is built), `<name>/config.rs` its URL
+//! options; each keeps only what is specific to its broker, and the
+//! registry below names it in one line. What they share is in
 //! `kit/` (the URL and option parser with redaction, the envelope as a
 //! record of fields, the lazy connection, batch outcomes) and `limits.rs`
 //! (the checks against a destination's limits before sending).
 
-#[cfg(feature = "publisher-amqp")]
-pub mod amqp;
-#[cfg(feature = "publisher-asynq")]
-pub mod asynq;
-#[cfg(feature = "publisher-http")]
-pub mod http;
-#[cfg(feature = "publisher-kafka")]
-pub mod kafka;
 mod kit;
 mod limits;
-#[cfg(feature = "publisher-mqtt")]
-pub mod mqtt;
-#[cfg(feature = "publisher-nats")]
-pub mod nats;
-#[cfg(feature = "publisher-postgres")]
-pub mod postgres;
-#[cfg(feature = "publisher-redis")]
-pub mod redis;
 
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use deadpool_postgres::Pool;
+pub use kit::declare::{Declaration, Opt, ANY_DOTTED};
 use outbox::Schema;
 
 /// What a publisher may need from the relay's side when built from a URL.
@@ -42,154 +29,128 @@ pub struct PublisherContext {
     pub relay_id: String,
 }
 
-/// Every publisher this build knows, chosen at run time.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum AnyPublisher {
-    /// `postgres` or `postgres://...`: the `published_events` table.
-    #[cfg(feature = "publisher-postgres")]
-    Postgres(postgres::PostgresPublisher),
-    /// `amqp://…`: RabbitMQ with publisher confirms.
-    #[cfg(feature = "publisher-amqp")]
-    Amqp(amqp::AmqpPublisher),
-    /// `mqtt://…`: MQTT 3.1.1, QoS 1.
-    #[cfg(feature = "publisher-mqtt")]
-    Mqtt(mqtt::MqttPublisher),
-    /// `http://…`, `https://…`: signed webhooks.
-    #[cfg(feature = "publisher-http")]
-    Http(http::HttpPublisher),
-    /// `redis://…`: Redis Streams.
-    #[cfg(feature = "publisher-redis")]
-    Redis(redis::RedisPublisher),
-    /// `asynq://…`: asynq tasks on Redis.
-    #[cfg(feature = "publisher-asynq")]
-    Asynq(asynq::AsynqPublisher),
-    /// `nats://…`: NATS JetStream.
-    #[cfg(feature = "publisher-nats")]
-    Nats(nats::NatsPublisher),
-    /// `kafka://…`: Kafka.
-    #[cfg(feature = "publisher-kafka")]
-    Kafka(kafka::KafkaPublisher),
-    /// Never built: keeps the enum (and its matches) well-formed in a build
-    /// with no publisher feature at all.
-    #[doc(hidden)]
-    None(std::convert::Infallible),
+/// The registry: one line per publisher (its Cargo feature, its folder,
+/// its type, its variant of [`AnyPublisher`]). Everything else about a
+/// publisher (schemes, options and their docs, how it is built) it
+/// declares in its folder (`kit::declare::Declared`); from these lines come the
+/// modules, the enum, the scheme match of `from_url` and `check_url`, the
+/// list of declarations and the forwarding of [`Publisher`].
+macro_rules! publishers {
+    ($($feature:literal => $module:ident::$ty:ident as $variant:ident,)*) => {
+        $(
+            #[cfg(feature = $feature)]
+            pub mod $module;
+        )*
+
+        /// Every publisher this build knows, chosen at run time from a
+        /// `--publisher` value.
+        #[derive(Debug)]
+        #[non_exhaustive]
+        pub enum AnyPublisher {
+            $(
+                #[cfg(feature = $feature)]
+                #[doc = concat!("The `", stringify!($module), "` publisher.")]
+                $variant($module::$ty),
+            )*
+            /// Never built: keeps the enum (and its matches) well-formed in
+            /// a build with no publisher feature at all.
+            #[doc(hidden)]
+            None(std::convert::Infallible),
+        }
+
+        /// The declarations of the publishers this build has, in the
+        /// registry's order.
+        pub fn declarations() -> Vec<&'static Declaration> {
+            vec![$(
+                #[cfg(feature = $feature)]
+                &<$module::$ty as kit::declare::Declared>::DECLARATION,
+            )*]
+        }
+
+        impl AnyPublisher {
+            /// Builds the publisher a `--publisher` value names: `postgres`
+            /// (the outbox database) or a URL of one of the schemes of
+            /// [`declarations`]. Nothing connects here: a broker that is
+            /// down delays publishing, it does not stop the relay.
+            #[allow(unused_variables)] // a build without publishers
+            pub async fn from_url(url: &str, ctx: &PublisherContext) -> Result<Self> {
+                let scheme = scheme_of(url);
+                $(
+                    #[cfg(feature = $feature)]
+                    {
+                        if <$module::$ty as kit::declare::Declared>::DECLARATION.claims(scheme) {
+                            return Ok(Self::$variant(<$module::$ty as kit::declare::Declared>::build(url, ctx).await?));
+                        }
+                    }
+                )*
+                Err(unknown(url))
+            }
+
+            /// Checks `url` as [`AnyPublisher::from_url`] does (scheme,
+            /// address, every option and its value), through the same
+            /// parsers, without connecting or touching any database: what
+            /// `outbox config check` runs, so it refuses exactly what the
+            /// relay refuses. Kafka's producer is built and dropped, as
+            /// librdkafka checks its pass-through properties only then.
+            #[allow(unused_variables)] // a build without publishers
+            pub fn check_url(url: &str) -> Result<()> {
+                let scheme = scheme_of(url);
+                $(
+                    #[cfg(feature = $feature)]
+                    {
+                        if <$module::$ty as kit::declare::Declared>::DECLARATION.claims(scheme) {
+                            return <$module::$ty as kit::declare::Declared>::check(url);
+                        }
+                    }
+                )*
+                Err(unknown(url))
+            }
+        }
+
+        /// `$body` with `$p` bound to the publisher inside `$any`, whichever
+        /// it is: the one match every `AnyPublisher` method forwards through.
+        macro_rules! forward {
+            ($any:expr, $p:ident => $body:expr) => {
+                match $any {
+                    $(
+                        #[cfg(feature = $feature)]
+                        AnyPublisher::$variant($p) => $body,
+                    )*
+                    AnyPublisher::None(never) => match *never {},
+                }
+            };
+        }
+    };
 }
 
-/// The schemes this build accepts, for the unknown-scheme error.
-const KNOWN: &[(&str, bool)] = &[
-    ("postgres", cfg!(feature = "publisher-postgres")),
-    ("amqp://", cfg!(feature = "publisher-amqp")),
-    ("mqtt://", cfg!(feature = "publisher-mqtt")),
-    ("http://", cfg!(feature = "publisher-http")),
-    ("https://", cfg!(feature = "publisher-http")),
-    ("redis://", cfg!(feature = "publisher-redis")),
-    ("asynq://", cfg!(feature = "publisher-asynq")),
-    ("nats://", cfg!(feature = "publisher-nats")),
-    ("kafka://", cfg!(feature = "publisher-kafka")),
-];
+publishers! {
+    "publisher-postgres" => postgres::PostgresPublisher as Postgres,
+    "publisher-amqp" => amqp::AmqpPublisher as Amqp,
+    "publisher-mqtt" => mqtt::MqttPublisher as Mqtt,
+    "publisher-http" => http::HttpPublisher as Http,
+    "publisher-redis" => redis::RedisPublisher as Redis,
+    "publisher-asynq" => asynq::AsynqPublisher as Asynq,
+    "publisher-nats" => nats::NatsPublisher as Nats,
+    "publisher-kafka" => kafka::KafkaPublisher as Kafka,
+}
 
-impl AnyPublisher {
-    /// Builds the publisher a `--publisher` value names: `postgres` (the
-    /// outbox database) or `postgres://…` / `postgresql://…` (another one),
-    /// `amqp://…`, `mqtt://…`, `http(s)://…`, `redis://…`, `asynq://…`,
-    /// `nats://…`, `kafka://…`. Nothing connects here: a
-    /// broker that is down delays publishing, it does not stop the relay.
-    // Only the postgres publisher needs the context.
-    #[cfg_attr(not(feature = "publisher-postgres"), allow(unused_variables))]
-    pub async fn from_url(url: &str, ctx: &PublisherContext) -> Result<Self> {
-        let scheme = url.split_once("://").map_or(url, |(s, _)| s);
-        match scheme {
-            #[cfg(feature = "publisher-postgres")]
-            "postgres" | "postgresql" => Ok(Self::Postgres(
-                postgres::PostgresPublisher::from_url(url, ctx).await?,
-            )),
-            #[cfg(feature = "publisher-amqp")]
-            "amqp" | "amqps" => Ok(Self::Amqp(amqp::AmqpPublisher::from_url(url)?)),
-            #[cfg(feature = "publisher-mqtt")]
-            "mqtt" | "mqtts" => Ok(Self::Mqtt(mqtt::MqttPublisher::from_url(url)?)),
-            #[cfg(feature = "publisher-http")]
-            "http" | "https" => Ok(Self::Http(http::HttpPublisher::from_env(url)?)),
-            #[cfg(feature = "publisher-redis")]
-            "redis" => Ok(Self::Redis(redis::RedisPublisher::from_url(url)?)),
-            #[cfg(feature = "publisher-asynq")]
-            "asynq" => Ok(Self::Asynq(asynq::AsynqPublisher::from_url(url)?)),
-            #[cfg(feature = "publisher-nats")]
-            "nats" => Ok(Self::Nats(nats::NatsPublisher::from_url(url)?)),
-            #[cfg(feature = "publisher-kafka")]
-            "kafka" => Ok(Self::Kafka(kafka::KafkaPublisher::from_url(url)?)),
-            _ => Err(unknown(url)),
-        }
-    }
+/// The scheme of a `--publisher` value (all of it for `postgres`).
+fn scheme_of(url: &str) -> &str {
+    url.split_once("://").map_or(url, |(s, _)| s)
+}
 
-    /// Checks `url` as [`AnyPublisher::from_url`] does (scheme, address,
-    /// every option and its value), through the same parsers, without
-    /// connecting or touching any database: what `outbox config check`
-    /// runs, so it refuses exactly what the relay refuses. The lazy
-    /// publishers are built and dropped; Kafka's producer too, as librdkafka
-    /// checks its pass-through properties only when it is created.
-    pub fn check_url(url: &str) -> Result<()> {
-        let scheme = url.split_once("://").map_or(url, |(s, _)| s);
-        match scheme {
-            #[cfg(feature = "publisher-postgres")]
-            "postgres" | "postgresql" => postgres::PostgresPublisher::check_url(url),
-            #[cfg(feature = "publisher-amqp")]
-            "amqp" | "amqps" => amqp::AmqpPublisher::from_url(url).map(drop),
-            #[cfg(feature = "publisher-mqtt")]
-            "mqtt" | "mqtts" => mqtt::MqttPublisher::from_url(url).map(drop),
-            #[cfg(feature = "publisher-http")]
-            "http" | "https" => http::HttpConfig::from_env(url).map(drop),
-            #[cfg(feature = "publisher-redis")]
-            "redis" => redis::RedisPublisher::from_url(url).map(drop),
-            #[cfg(feature = "publisher-asynq")]
-            "asynq" => asynq::AsynqPublisher::from_url(url).map(drop),
-            #[cfg(feature = "publisher-nats")]
-            "nats" => nats::NatsPublisher::from_url(url).map(drop),
-            #[cfg(feature = "publisher-kafka")]
-            "kafka" => kafka::KafkaPublisher::from_url(url).map(drop),
-            _ => Err(unknown(url)),
-        }
-    }
+/// What help texts and errors list: `postgres`, `amqp://`, …, for this build.
+pub fn prefixes() -> Vec<String> {
+    declarations().iter().flat_map(|d| d.prefixes()).collect()
 }
 
 /// The error for a scheme this build does not know, listing those it does.
 fn unknown(url: &str) -> Error {
-    let known: Vec<&str> = KNOWN
-        .iter()
-        .filter(|(_, built)| *built)
-        .map(|(s, _)| *s)
-        .collect();
     Error::Publisher(format!(
         "unknown publisher {:?}: this build accepts {}",
         redact_url(url),
-        known.join(", ")
+        prefixes().join(", ")
     ))
-}
-
-/// `$body` with `$p` bound to the publisher inside `$any`, whichever it is:
-/// the one match every `AnyPublisher` method forwards through.
-macro_rules! forward {
-    ($any:expr, $p:ident => $body:expr) => {
-        match $any {
-            #[cfg(feature = "publisher-postgres")]
-            AnyPublisher::Postgres($p) => $body,
-            #[cfg(feature = "publisher-amqp")]
-            AnyPublisher::Amqp($p) => $body,
-            #[cfg(feature = "publisher-mqtt")]
-            AnyPublisher::Mqtt($p) => $body,
-            #[cfg(feature = "publisher-http")]
-            AnyPublisher::Http($p) => $body,
-            #[cfg(feature = "publisher-redis")]
-            AnyPublisher::Redis($p) => $body,
-            #[cfg(feature = "publisher-asynq")]
-            AnyPublisher::Asynq($p) => $body,
-            #[cfg(feature = "publisher-nats")]
-            AnyPublisher::Nats($p) => $body,
-            #[cfg(feature = "publisher-kafka")]
-            AnyPublisher::Kafka($p) => $body,
-            AnyPublisher::None(never) => match *never {},
-        }
-    };
 }
 
 impl Publisher for AnyPublisher {
@@ -245,8 +206,10 @@ mod tests {
     async fn schemes_choose_the_publisher_and_unknown_ones_list_the_choices() {
         let ctx = ctx();
         let built = |url: &str| {
-            let scheme = &url[..url.find("://").unwrap() + 3];
-            super::KNOWN.iter().any(|(s, on)| *s == scheme && *on)
+            let scheme = &url[..url.find("://").unwrap()];
+            super::declarations()
+                .iter()
+                .any(|d| d.schemes.contains(&scheme))
         };
         for (url, name) in [
             ("amqp://guest:guest@127.0.0.1:1/%2f", "amqp"),
@@ -267,10 +230,101 @@ mod tests {
             .await
             .unwrap_err()
             .to_string();
-        for (scheme, built) in super::KNOWN {
-            assert_eq!(e.contains(scheme), *built, "{scheme}: {e}");
+        for prefix in super::prefixes() {
+            assert!(e.contains(&prefix), "{prefix}: {e}");
         }
         assert!(!e.contains(":pw@"), "{e}");
+    }
+
+    /// A URL of `scheme` that its publisher accepts with no option.
+    fn base_url(scheme: &str) -> String {
+        match scheme {
+            "postgres" | "postgresql" => format!("{scheme}://nobody@127.0.0.1:1/none"),
+            "amqp" => "amqp://guest:guest@127.0.0.1:1/%2f".into(),
+            "http" | "https" => format!("{scheme}://127.0.0.1:1/hook"),
+            s => format!("{s}://127.0.0.1:1"),
+        }
+    }
+
+    /// `config check` (`check_url`) and the relay (`from_url`) cannot
+    /// disagree: every scheme of every declaration, bare and with each
+    /// documented option at a handful of values, is accepted by both or
+    /// refused by both, with the same error; an undocumented option and a
+    /// scheme declared as not served are refused by both.
+    #[tokio::test]
+    async fn check_url_and_from_url_agree_on_every_scheme_and_option() {
+        let ctx = ctx();
+        let mut tried = 0;
+        for d in super::declarations() {
+            let mut urls = Vec::new();
+            for scheme in d.schemes {
+                let base = base_url(scheme);
+                urls.push(base.clone());
+                let sep = if base.contains('?') { '&' } else { '?' };
+                // The webhook's query is the endpoint's: no option of ours.
+                if d.options.is_empty() {
+                    continue;
+                }
+                urls.push(format!("{base}{sep}no_such_option=1"));
+                for o in d.options {
+                    for name in o.names {
+                        let name = if *name == super::ANY_DOTTED {
+                            "linger.ms"
+                        } else {
+                            name
+                        };
+                        for v in ["", "0", "1", "true", "5s", "app.", "x y", "%00"] {
+                            urls.push(format!("{base}{sep}{name}={v}"));
+                        }
+                    }
+                }
+            }
+            for (scheme, _) in d.not_served {
+                urls.push(format!("{scheme}://127.0.0.1:1"));
+            }
+            for url in urls {
+                let checked = AnyPublisher::check_url(&url).map_err(|e| e.to_string());
+                // The postgres sink opens its database to create its table:
+                // a refused connection means the configuration passed.
+                let built = match AnyPublisher::from_url(&url, &ctx).await {
+                    Ok(_) | Err(crate::Error::Pool(_) | crate::Error::Database(_)) => Ok(()),
+                    Err(e) => Err(e.to_string()),
+                };
+                assert_eq!(checked, built, "{url}");
+                if url.contains("no_such_option")
+                    || d.not_served.iter().any(|(s, _)| url.starts_with(s))
+                {
+                    assert!(checked.is_err(), "{url}");
+                }
+                tried += 1;
+            }
+        }
+        assert!(tried > 100, "{tried}");
+    }
+
+    /// Each option table in docs/publishers-*.md is its publisher's
+    /// declaration, rendered: an option is documented exactly when it is
+    /// accepted.
+    #[test]
+    fn the_docs_option_tables_are_the_declarations() {
+        let docs: String = ["publishers-a.md", "publishers-b.md"]
+            .iter()
+            .map(|f| {
+                std::fs::read_to_string(format!("{}/../../docs/{f}", env!("CARGO_MANIFEST_DIR")))
+                    .unwrap()
+            })
+            .collect();
+        for d in super::declarations()
+            .into_iter()
+            .filter(|d| !d.options.is_empty())
+        {
+            let table = d.table();
+            assert!(
+                docs.contains(&table),
+                "docs/publishers-*.md lacks the {} options as declared; the table should read:\n{table}",
+                d.name
+            );
+        }
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //! (`heartbeat`, `connection_timeout`, `frame_max`, ...) is passed to the
 //! AMQP client unchanged.
 
-use crate::publishers::kit::options::{unsupported_scheme, UrlOptions};
-use crate::publishers::{limits, redact_url};
+use crate::publishers::kit::declare::{Declaration, Opt};
+use crate::publishers::kit::options::UrlOptions;
+use crate::publishers::redact_url;
 use crate::Result;
 use std::time::Duration;
 
@@ -56,36 +57,64 @@ crate::debug::debug_showing!(AmqpConfig {
     allow_reserved,
 });
 
-/// The query parameters lapin reads (amq-protocol-uri), passed through.
-const LAPIN_OPTIONS: [&str; 5] = [
-    "heartbeat",
-    "connection_timeout",
-    "frame_max",
-    "channel_max",
-    "auth_mechanism",
-];
+/// This publisher, as it declares itself (see `kit/declare.rs`): the
+/// option table of its docs is rendered from this.
+pub(crate) const DECLARATION: Declaration = Declaration {
+    name: "amqp",
+    schemes: &["amqp"],
+    not_served: &[("amqps", "amqps (TLS) is not supported by this build")],
+    summary: "RabbitMQ with publisher confirms",
+    options: &[
+        Opt::new(
+            &["exchange"],
+            "`outbox`",
+            "exchange every message is published to; `\"\"` (empty) is the default exchange, where the topic must be a queue name",
+        ),
+        Opt::new(
+            &["declare"],
+            "`false`",
+            "declare the exchange on connect (type `topic`, durable); otherwise it must exist (checked with a passive declare)",
+        ),
+        Opt::new(
+            &["confirm_timeout_ms"],
+            "`30000`",
+            "how long to wait for the broker's confirms of one batch, and for a connection",
+        ),
+        Opt::new(
+            &["source"],
+            "`/outbox`",
+            "CloudEvents `source` attribute",
+        ),
+        Opt::new(
+            &["connection_name"],
+            "`outbox-relay`",
+            "the name RabbitMQ shows for the connection (management UI, `rabbitmqctl list_connections`)",
+        ),
+        Opt::new(
+            &["max_message_size"],
+            "`134217728`",
+            "refuse (permanent, that message alone) a body larger than this; set it to the broker's `max_message_size`, over which RabbitMQ closes the channel under the whole batch",
+        ),
+        Opt::new(
+            &["allow_reserved"],
+            "`false`",
+            "with the default exchange, allow topics naming `amq.` queues (`amq.rabbitmq.reply-to`, server-named queues), refused otherwise",
+        ),
+        Opt::passed(
+            &["heartbeat", "connection_timeout", "frame_max", "channel_max", "auth_mechanism"],
+            "the client's",
+            "passed to the AMQP client (lapin) as they are",
+        ),
+    ],
+};
 
 impl AmqpConfig {
     /// Parses and validates a publisher URL.
     pub fn from_url(raw: &str) -> Result<Self> {
-        unsupported_scheme(
-            "amqp",
-            raw,
-            &[("amqps", "amqps (TLS) is not supported by this build")],
-        )?;
-        let known = [
-            "exchange",
-            "declare",
-            "confirm_timeout_ms",
-            "source",
-            "connection_name",
-            "max_message_size",
-            limits::ALLOW_RESERVED,
-        ];
         // lapin ignores a query parameter it does not know, so a typo would
-        // silently fall back to its default: its own options are named here
-        // and passed through; any other is refused.
-        let o = UrlOptions::parse_passing("amqp", raw, &["amqp"], &known, &LAPIN_OPTIONS)?;
+        // silently fall back to its default: its own options are declared
+        // (passed through) and any other is refused.
+        let o = UrlOptions::declared(&DECLARATION, raw)?;
         let cfg = Self {
             uri: o.base.to_string(),
             exchange: o.get("exchange").unwrap_or(DEFAULT_EXCHANGE).to_owned(),

@@ -10,6 +10,8 @@ mod config;
 
 pub use config::{AmqpConfig, DEFAULT_EXCHANGE};
 
+use crate::publishers::kit::declare::{Declaration, Declared};
+use crate::publishers::PublisherContext;
 use crate::envelope::Envelope;
 use crate::publishers::kit::lazy::{publish_exclusive, Exclusive, Lazy};
 use crate::publishers::kit::outcome::all_failed;
@@ -378,4 +380,16 @@ fn connected(link: &Link) -> bool {
 
 fn retryable(what: &str, e: &lapin::Error) -> PublishError {
     PublishError::retryable(format!("{what}: {e}"))
+}
+
+impl Declared for AmqpPublisher {
+    const DECLARATION: Declaration = config::DECLARATION;
+
+    async fn build(url: &str, _: &PublisherContext) -> Result<Self> {
+        Self::from_url(url)
+    }
+
+    fn check(url: &str) -> Result<()> {
+        Self::from_url(url).map(drop)
+    }
 }

@@ -6,8 +6,9 @@
 //! pipeline. The queue comes from the URL and the task type is opaque to
 //! Redis, so no topic reaches a reserved key: there is no `allow_reserved`.
 
+use crate::publishers::kit::declare::{Declaration, Opt};
 use crate::publishers::kit::options::UrlOptions;
-use crate::publishers::redis::{RedisServer, CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
+use crate::publishers::redis::{RedisServer, PROTO_MAX_BULK_LEN};
 use crate::Result;
 use std::time::Duration;
 
@@ -46,21 +47,51 @@ crate::debug::debug_showing!(AsynqConfig {
     ..
 });
 
+/// This publisher, as it declares itself (see `kit/declare.rs`): the
+/// option table of its docs is rendered from this.
+pub(crate) const DECLARATION: Declaration = Declaration {
+    name: "asynq",
+    schemes: &["asynq"],
+    not_served: &[],
+    summary: "asynq tasks on Redis",
+    options: &[
+        Opt::new(
+            &["queue"],
+            "`default`",
+            "the asynq queue",
+        ),
+        Opt::new(
+            &["task_type"],
+            "`topic`",
+            "what becomes the task type a `ServeMux` routes on: `topic` or `event_type`",
+        ),
+        Opt::new(
+            &["max_retry"],
+            "`25`",
+            "asynq's `MaxRetry` written into each task (asynq's default)",
+        ),
+        Opt::new(
+            &["task_timeout"],
+            "`30m`",
+            "asynq's per-task `Timeout` (asynq's default)",
+        ),
+        Opt::new(
+            &["connect_timeout", "timeout"],
+            "`5s`, `30s`",
+            "as for `redis://`",
+        ),
+        Opt::new(
+            &["max_message_size"],
+            "`536870912`",
+            "as for `redis://`, for the encoded task",
+        ),
+    ],
+};
+
 impl AsynqConfig {
     /// Parses and validates an `asynq://` URL (a Redis URL with another scheme).
     pub fn from_url(url: &str) -> Result<Self> {
-        let known = [
-            &[
-                "queue",
-                "task_type",
-                "max_retry",
-                "task_timeout",
-                "max_message_size",
-            ][..],
-            &CONNECTION_OPTIONS[..],
-        ]
-        .concat();
-        let o = UrlOptions::parse("asynq", url, &["asynq"], &known)?;
+        let o = UrlOptions::declared(&DECLARATION, url)?;
         // asynq's server speaks Redis: hand the client a redis:// URL.
         let server = url::Url::parse(&o.base.as_str().replacen("asynq://", "redis://", 1))
             .map_err(|e| o.error(e))?;

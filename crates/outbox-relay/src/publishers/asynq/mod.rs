@@ -21,6 +21,8 @@ mod task;
 pub use config::{AsynqConfig, TaskType};
 pub use task::TaskMessage;
 
+use crate::publishers::kit::declare::{Declaration, Declared};
+use crate::publishers::PublisherContext;
 use super::kit::outcome::Settling;
 use super::limits;
 use super::redis::conn::{reply_outcome, RedisConn};
@@ -167,5 +169,17 @@ impl Publisher for AsynqPublisher {
 
     async fn check(&self) -> Result<(), PublishError> {
         self.conn.ping().await
+    }
+}
+
+impl Declared for AsynqPublisher {
+    const DECLARATION: Declaration = config::DECLARATION;
+
+    async fn build(url: &str, _: &PublisherContext) -> Result<Self> {
+        Self::from_url(url)
+    }
+
+    fn check(url: &str) -> Result<()> {
+        Self::from_url(url).map(drop)
     }
 }

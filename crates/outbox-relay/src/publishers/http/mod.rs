@@ -12,6 +12,8 @@ mod config;
 
 pub use config::{env, HttpConfig, WebhookSecret};
 
+use crate::publishers::kit::declare::{Declaration, Declared};
+use crate::publishers::PublisherContext;
 use crate::envelope::Envelope;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use futures_util::stream::{self, StreamExt};
@@ -185,6 +187,29 @@ fn transport_error(e: reqwest::Error) -> PublishError {
         PublishError::permanent(format!("{what}: {detail}"))
     } else {
         PublishError::retryable(format!("{what}: {detail}"))
+    }
+}
+
+/// This publisher, as it declares itself (see `kit/declare.rs`). Its
+/// settings are environment variables (docs/publishers-b.md), not URL
+/// options: the endpoint's query is the endpoint's own.
+const DECLARATION: Declaration = Declaration {
+    name: "http",
+    schemes: &["http", "https"],
+    not_served: &[],
+    summary: "signed webhooks; settings in OUTBOX_WEBHOOK_* variables",
+    options: &[],
+};
+
+impl Declared for HttpPublisher {
+    const DECLARATION: Declaration = DECLARATION;
+
+    async fn build(url: &str, _: &PublisherContext) -> Result<Self> {
+        Self::from_env(url)
+    }
+
+    fn check(url: &str) -> Result<()> {
+        HttpConfig::from_env(url).map(drop)
     }
 }
 

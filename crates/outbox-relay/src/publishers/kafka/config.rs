@@ -11,8 +11,8 @@
 //! (`__consumer_offsets`, `__transaction_state`) are the cluster's own and
 //! are refused, permanently, unless the URL says `allow_reserved=true`.
 
+use crate::publishers::kit::declare::{Declaration, Opt, ANY_DOTTED};
 use crate::publishers::kit::options::UrlOptions;
-use crate::publishers::limits;
 use crate::publishers::redact_url;
 use crate::{Error, Result};
 use std::time::Duration;
@@ -74,6 +74,47 @@ const FIXED: [(&str, &str); 3] = [
     ("bootstrap.servers", ""),
 ];
 
+/// This publisher, as it declares itself (see `kit/declare.rs`): the
+/// option table of its docs is rendered from this.
+pub(crate) const DECLARATION: Declaration = Declaration {
+    name: "kafka",
+    schemes: &["kafka"],
+    not_served: &[],
+    summary: "Kafka",
+    options: &[
+        Opt::new(
+            &["message_timeout"],
+            "`20s`",
+            "how long librdkafka keeps trying a message before reporting it failed (retryable): under the relay's `--publish-timeout` (30 s), so the report names its cause, and far under the lease (5 min)",
+        ),
+        Opt::new(
+            &["partitioner"],
+            "`murmur2_random`",
+            "librdkafka's `partitioner`: the default puts a key on the partition the Java client (Kafka Streams, ksqlDB) chooses, `murmur2(key) & 0x7fffffff % partitions`; librdkafka's own default, `consistent_random` (CRC32), agrees with Java for few keys. A value librdkafka does not know is refused at start",
+        ),
+        Opt::new(
+            &["source"],
+            "`/outbox`",
+            "the CloudEvents `source` attribute",
+        ),
+        Opt::new(
+            &["acks"],
+            "`all`",
+            "fixed: the idempotent producer waits for every in-sync replica; another value is refused",
+        ),
+        Opt::new(
+            &[ANY_DOTTED],
+            "—",
+            "passed to librdkafka as is (`compression.type`, `linger.ms`, `security.protocol`, `sasl.*`, …)",
+        ),
+        Opt::new(
+            &["allow_reserved"],
+            "`false`",
+            "allow topics starting with `__` (`__consumer_offsets`, `__transaction_state`), refused otherwise",
+        ),
+    ],
+};
+
 impl KafkaConfig {
     /// Parses and validates a `kafka://` URL.
     pub fn from_url(url: &str) -> Result<Self> {
@@ -97,19 +138,7 @@ impl KafkaConfig {
             ));
         }
         let first = list.split(',').next().unwrap_or_default();
-        let o = UrlOptions::parse(
-            "kafka",
-            &format!("kafka://{first}?{query}"),
-            &["kafka"],
-            &[
-                "message_timeout",
-                "partitioner",
-                "source",
-                "acks",
-                limits::ALLOW_RESERVED,
-                "*.",
-            ],
-        )?;
+        let o = UrlOptions::declared(&DECLARATION, &format!("kafka://{first}?{query}"))?;
         let mut hosts = Vec::new();
         for host in list.split(',') {
             let ok = host

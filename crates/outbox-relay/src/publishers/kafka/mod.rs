@@ -18,6 +18,8 @@ mod topics;
 
 pub use config::KafkaConfig;
 
+use crate::publishers::kit::declare::{Declaration, Declared};
+use crate::publishers::PublisherContext;
 use crate::publishers::kit::record::Record;
 use crate::publishers::limits;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
@@ -271,5 +273,17 @@ fn classify(e: &KafkaError, topic: &str) -> PublishError {
         PublishError::permanent(format!("kafka refused a message for topic {topic}: {e}"))
     } else {
         PublishError::retryable(format!("kafka: topic {topic}: {e}"))
+    }
+}
+
+impl Declared for KafkaPublisher {
+    const DECLARATION: Declaration = config::DECLARATION;
+
+    async fn build(url: &str, _: &PublisherContext) -> Result<Self> {
+        Self::from_url(url)
+    }
+
+    fn check(url: &str) -> Result<()> {
+        Self::from_url(url).map(drop)
     }
 }

@@ -1,6 +1,8 @@
 //! What the publishers share, so each publisher folder keeps only what is
 //! specific to its broker:
 //!
+//! - [`declare`]: how a publisher declares itself (schemes, options and
+//!   their docs), once, in its folder;
 //! - [`options`]: the one parser of a destination URL and its `?key=value`
 //!   options, with passwords redacted from every error it writes;
 //! - [`record`]: the envelope as named text fields (metadata, `headers` as
@@ -17,6 +19,7 @@
 // the rest unused.
 #![allow(dead_code)]
 
+pub(crate) mod declare;
 pub(crate) mod lazy;
 // The one module that needs the `url` crate, which only the URL-configured
 // publishers pull in (not `postgres`: tokio-postgres reads its own URLs).

@@ -4,6 +4,7 @@
 //! Every error shows the URL with its password redacted and without its
 //! query (a misspelt `pasword=` is not recognisably a secret).
 
+use super::declare::{Declaration, ANY_DOTTED};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -19,6 +20,14 @@ pub(crate) struct UrlOptions {
 }
 
 impl UrlOptions {
+    /// Parses `url` as its publisher declares: a scheme it knows but does
+    /// not serve is refused with why; then its schemes, and exactly the
+    /// options it documents.
+    pub(crate) fn declared(d: &Declaration, url: &str) -> Result<Self> {
+        unsupported_scheme(d.name, url, d.not_served)?;
+        Self::parse_passing(d.name, url, d.schemes, &d.read(), &d.passed())
+    }
+
     /// Parses `url`, checking its scheme is one of `schemes` and every
     /// option is in `known` (where `"*."` admits any name holding a dot: the
     /// Kafka publisher passes those to librdkafka).
@@ -49,7 +58,7 @@ impl UrlOptions {
                 passed.push((k.into_owned(), v.into_owned()));
                 continue;
             }
-            let dotted = known.contains(&"*.") && k.contains('.');
+            let dotted = known.contains(&ANY_DOTTED) && k.contains('.');
             if !dotted && !known.contains(&k.as_ref()) {
                 return Err(bad(
                     publisher,
@@ -59,7 +68,7 @@ impl UrlOptions {
                         known
                             .iter()
                             .chain(passthrough)
-                            .map(|k| if *k == "*." {
+                            .map(|k| if *k == ANY_DOTTED {
                                 "librdkafka properties (names with a dot)"
                             } else {
                                 k

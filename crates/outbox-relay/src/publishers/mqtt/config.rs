@@ -7,7 +7,8 @@
 //! `message_size_limit`): a larger message is refused before sending, as
 //! the broker would drop the connection over it.
 
-use crate::publishers::kit::options::{unsupported_scheme, UrlOptions};
+use crate::publishers::kit::declare::{Declaration, Opt};
+use crate::publishers::kit::options::UrlOptions;
 use crate::publishers::limits;
 use crate::Result;
 use std::time::Duration;
@@ -72,25 +73,61 @@ impl std::fmt::Debug for MqttConfig {
     }
 }
 
+/// This publisher, as it declares itself (see `kit/declare.rs`): the
+/// option table of its docs is rendered from this.
+pub(crate) const DECLARATION: Declaration = Declaration {
+    name: "mqtt",
+    schemes: &["mqtt"],
+    not_served: &[("mqtts", "mqtts (TLS) is not supported by this build")],
+    summary: "MQTT 3.1.1, QoS 1",
+    options: &[
+        Opt::new(
+            &["client_id"],
+            "`outbox-<random>`",
+            "MQTT client id; two clients with one id disconnect each other, so give each relay its own",
+        ),
+        Opt::new(
+            &["topic_map"],
+            "`dots`",
+            "`dots`: `orders.created` → `orders/created` (MQTT levels, so subscribers can use `orders/+`); `none`: the topic as it is",
+        ),
+        Opt::new(
+            &["prefix"],
+            "(none)",
+            "prepended with a `/`: `prefix=app` gives `app/orders/created`; no wildcards",
+        ),
+        Opt::new(
+            &["timeout_ms"],
+            "`30000`",
+            "how long a batch waits for its PUBACKs (and a connect for CONNACK)",
+        ),
+        Opt::new(
+            &["keep_alive_secs"],
+            "`30`",
+            "MQTT keep-alive (at least 5)",
+        ),
+        Opt::new(
+            &["inflight"],
+            "`100`",
+            "QoS 1 messages in flight at once",
+        ),
+        Opt::new(
+            &["max_packet_size"],
+            "`268435455`",
+            "refuse (permanent, that message alone) a PUBLISH larger than this; set it to the broker's limit (Mosquitto's `max_packet_size`), over which it closes the connection under the whole batch",
+        ),
+        Opt::new(
+            &["allow_reserved"],
+            "`false`",
+            "allow topics starting with `$` (`$SYS/…`, `$share/…`), refused otherwise",
+        ),
+    ],
+};
+
 impl MqttConfig {
     /// Parses and validates a publisher URL.
     pub fn from_url(raw: &str) -> Result<Self> {
-        unsupported_scheme(
-            "mqtt",
-            raw,
-            &[("mqtts", "mqtts (TLS) is not supported by this build")],
-        )?;
-        let known = [
-            "client_id",
-            "topic_map",
-            "prefix",
-            "timeout_ms",
-            "keep_alive_secs",
-            "inflight",
-            "max_packet_size",
-            limits::ALLOW_RESERVED,
-        ];
-        let o = UrlOptions::parse("mqtt", raw, &["mqtt"], &known)?;
+        let o = UrlOptions::declared(&DECLARATION, raw)?;
         let url = &o.base;
         let host = url
             .host_str()

@@ -13,6 +13,8 @@ mod config;
 
 pub use config::{MqttConfig, TopicMap};
 
+use crate::publishers::kit::declare::{Declaration, Declared};
+use crate::publishers::PublisherContext;
 use crate::envelope::Envelope;
 use crate::publishers::kit::lazy::{publish_exclusive, Exclusive, Lazy};
 use crate::publishers::kit::outcome::Settling;
@@ -268,5 +270,17 @@ impl Publisher for MqttPublisher {
         held.open(|s| !s.task.is_finished(), || self.connect())
             .await
             .map(drop)
+    }
+}
+
+impl Declared for MqttPublisher {
+    const DECLARATION: Declaration = config::DECLARATION;
+
+    async fn build(url: &str, _: &PublisherContext) -> Result<Self> {
+        Self::from_url(url)
+    }
+
+    fn check(url: &str) -> Result<()> {
+        Self::from_url(url).map(drop)
     }
 }

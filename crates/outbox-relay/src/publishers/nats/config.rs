@@ -6,6 +6,7 @@
 //! `allow_reserved=true`. With a `subject_prefix`, the prefix starts every
 //! subject, so only a prefix of that form could reach them.
 
+use crate::publishers::kit::declare::{Declaration, Opt};
 use crate::publishers::kit::options::UrlOptions;
 use crate::publishers::limits;
 use crate::Result;
@@ -37,22 +38,55 @@ crate::debug::debug_showing!(NatsConfig {
     ..
 });
 
+/// This publisher, as it declares itself (see `kit/declare.rs`): the
+/// option table of its docs is rendered from this.
+pub(crate) const DECLARATION: Declaration = Declaration {
+    name: "nats",
+    schemes: &["nats"],
+    not_served: &[],
+    summary: "NATS JetStream",
+    options: &[
+        Opt::new(
+            &["subject_prefix"],
+            "none",
+            "the subject is `<subject_prefix><topic>`",
+        ),
+        Opt::new(
+            &["create_stream"],
+            "none",
+            "create (or reuse) a stream of this name capturing `<subject_prefix>>`; needs a prefix ending in `.`",
+        ),
+        Opt::new(
+            &["ack_timeout"],
+            "`10s`",
+            "wait this long for each PubAck",
+        ),
+        Opt::new(
+            &["connect_timeout"],
+            "`5s`",
+            "give up opening the connection",
+        ),
+        Opt::new(
+            &["source"],
+            "`/outbox`",
+            "the CloudEvents `source` attribute",
+        ),
+        Opt::new(
+            &["allow_reserved"],
+            "`false`",
+            "allow subjects starting with `$` (`$JS.API.…`, `$SYS.…`, `$KV.…`, `$O.…`) or `_INBOX.`, refused otherwise: with no prefix, a topic `$JS.API.STREAM.DELETE.X` is a request that deletes stream X",
+        ),
+    ],
+};
+
 impl NatsConfig {
     /// Parses and validates a `nats://` URL.
     pub fn from_url(url: &str) -> Result<Self> {
-        let known = [
-            "subject_prefix",
-            "create_stream",
-            "ack_timeout",
-            "connect_timeout",
-            "source",
-            limits::ALLOW_RESERVED,
-        ];
         // Several servers are comma-separated; check the first as a URL and
         // hand the whole list to async-nats.
         let (servers, query) = url.split_once('?').unwrap_or((url, ""));
         let first = servers.split(',').next().unwrap_or_default();
-        let o = UrlOptions::parse("nats", &format!("{first}?{query}"), &["nats"], &known)?;
+        let o = UrlOptions::declared(&DECLARATION, &format!("{first}?{query}"))?;
         // The rest of the list through async-nats's own parser, now: a bad
         // entry would otherwise surface only as a connection failure.
         for server in servers.split(',').skip(1) {

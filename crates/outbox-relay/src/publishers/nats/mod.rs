@@ -10,6 +10,8 @@ mod config;
 
 pub use config::NatsConfig;
 
+use crate::publishers::kit::declare::{Declaration, Declared};
+use crate::publishers::PublisherContext;
 use crate::publishers::kit::lazy::Lazy;
 use crate::publishers::kit::outcome::all_failed;
 use crate::publishers::kit::record::Record;
@@ -241,5 +243,17 @@ fn classify(e: &jetstream::context::PublishError, subject: &str) -> PublishError
             }
         }
         _ => PublishError::retryable(format!("nats: {subject}: {e}")),
+    }
+}
+
+impl Declared for NatsPublisher {
+    const DECLARATION: Declaration = config::DECLARATION;
+
+    async fn build(url: &str, _: &PublisherContext) -> Result<Self> {
+        Self::from_url(url)
+    }
+
+    fn check(url: &str) -> Result<()> {
+        Self::from_url(url).map(drop)
     }
 }

@@ -14,8 +14,9 @@
 //! The insert is its own transaction, never the claim's: publishing happens
 //! outside any outbox transaction, exactly as with a real broker.
 
+use crate::publishers::kit::declare::{Declaration, Declared};
+use crate::publishers::PublisherContext;
 use super::kit::outcome::all_failed;
-use super::PublisherContext;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
@@ -281,5 +282,27 @@ pub fn classify(e: &tokio_postgres::Error) -> PublishError {
             PublishError::permanent(text)
         }
         _ => PublishError::retryable(text),
+    }
+}
+
+/// This publisher, as it declares itself (see `kit/declare.rs`):
+/// `postgres` alone is the outbox database; a URL names another one.
+const DECLARATION: Declaration = Declaration {
+    name: "postgres",
+    schemes: &["postgres", "postgresql"],
+    not_served: &[],
+    summary: "the `published_events` table, in the outbox database or another",
+    options: &[],
+};
+
+impl Declared for PostgresPublisher {
+    const DECLARATION: Declaration = DECLARATION;
+
+    async fn build(url: &str, ctx: &PublisherContext) -> Result<Self> {
+        Self::from_url(url, ctx).await
+    }
+
+    fn check(url: &str) -> Result<()> {
+        Self::check_url(url)
     }
 }

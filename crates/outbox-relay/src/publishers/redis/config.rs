@@ -7,8 +7,8 @@
 //! asynq publisher's keys, which may share the server) are refused,
 //! permanently, unless the URL says `allow_reserved=true`.
 
+use crate::publishers::kit::declare::{Declaration, Opt};
 use crate::publishers::kit::options::UrlOptions;
-use crate::publishers::limits;
 use crate::Result;
 use std::time::Duration;
 
@@ -74,23 +74,52 @@ pub const PROTO_MAX_BULK_LEN: usize = 512 * 1024 * 1024;
 /// Key prefixes of the asynq layout, which may share the server.
 pub(crate) const RESERVED: [&str; 1] = ["asynq:"];
 
-/// Option names shared with the asynq publisher's URL.
-pub(crate) const CONNECTION_OPTIONS: [&str; 2] = ["connect_timeout", "timeout"];
+
+/// This publisher, as it declares itself (see `kit/declare.rs`): the
+/// option table of its docs is rendered from this.
+pub(crate) const DECLARATION: Declaration = Declaration {
+    name: "redis",
+    schemes: &["redis"],
+    not_served: &[("rediss", "rediss (TLS) is not supported by this build")],
+    summary: "Redis Streams",
+    options: &[
+        Opt::new(
+            &["stream_prefix"],
+            "none",
+            "the stream is `<stream_prefix><topic>`",
+        ),
+        Opt::new(
+            &["maxlen"],
+            "none (keep all)",
+            "`XADD … MAXLEN ~ N`: trim each stream to about N entries",
+        ),
+        Opt::new(
+            &["connect_timeout"],
+            "`5s`",
+            "give up opening the connection",
+        ),
+        Opt::new(
+            &["timeout"],
+            "`30s`",
+            "give up waiting for a reply",
+        ),
+        Opt::new(
+            &["max_message_size"],
+            "`536870912`",
+            "refuse (permanent, that message alone) an entry whose stream name and fields exceed this many bytes; Redis's `proto-max-bulk-len`, past which it closes the connection under the whole pipeline",
+        ),
+        Opt::new(
+            &["allow_reserved"],
+            "`false`",
+            "allow streams starting with `asynq:` (the asynq layout on the same server), refused otherwise",
+        ),
+    ],
+};
 
 impl RedisConfig {
     /// Parses and validates a `redis://` URL.
     pub fn from_url(url: &str) -> Result<Self> {
-        let known = [
-            &[
-                "stream_prefix",
-                "maxlen",
-                "max_message_size",
-                limits::ALLOW_RESERVED,
-            ][..],
-            &CONNECTION_OPTIONS[..],
-        ]
-        .concat();
-        let o = UrlOptions::parse("redis", url, &["redis"], &known)?;
+        let o = UrlOptions::declared(&DECLARATION, url)?;
         let server = RedisServer::from_options(&o, o.base.clone())?;
         let maxlen = o.parsed::<u64>("maxlen", "a positive whole number of entries")?;
         if maxlen == Some(0) {

@@ -10,8 +10,10 @@ mod config;
 pub(crate) mod conn;
 
 pub use config::{RedisConfig, RedisServer};
-pub(crate) use config::{CONNECTION_OPTIONS, PROTO_MAX_BULK_LEN};
+pub(crate) use config::PROTO_MAX_BULK_LEN;
 
+use crate::publishers::kit::declare::{Declaration, Declared};
+use crate::publishers::PublisherContext;
 use crate::envelope::field;
 use crate::publishers::kit::outcome::Settling;
 use crate::publishers::kit::record::Record;
@@ -107,5 +109,17 @@ impl Publisher for RedisPublisher {
 
     async fn check(&self) -> Result<(), PublishError> {
         self.conn.ping().await
+    }
+}
+
+impl Declared for RedisPublisher {
+    const DECLARATION: Declaration = config::DECLARATION;
+
+    async fn build(url: &str, _: &PublisherContext) -> Result<Self> {
+        Self::from_url(url)
+    }
+
+    fn check(url: &str) -> Result<()> {
+        Self::from_url(url).map(drop)
     }
 }
