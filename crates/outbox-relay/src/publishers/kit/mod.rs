@@ -23,14 +23,7 @@ pub(crate) mod declare;
 pub(crate) mod lazy;
 // The one module that needs the `url` crate, which only the URL-configured
 // publishers pull in (not `postgres`: tokio-postgres reads its own URLs).
-#[cfg(any(
-    feature = "publisher-amqp",
-    feature = "publisher-mqtt",
-    feature = "publisher-http",
-    feature = "publisher-redis",
-    feature = "publisher-nats",
-    feature = "publisher-kafka"
-))]
+#[cfg(feature = "url-options")]
 pub(crate) mod options;
 pub(crate) mod outcome;
 pub(crate) mod record;

@@ -10,6 +10,7 @@ mod config;
 pub(crate) mod conn;
 
 pub use config::{RedisConfig, RedisServer};
+#[allow(unused_imports)] // used by asynq, when built
 pub(crate) use config::PROTO_MAX_BULK_LEN;
 
 use crate::publishers::kit::declare::{Declaration, Declared};
