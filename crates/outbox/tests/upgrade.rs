@@ -56,6 +56,16 @@ async fn a_version_1_schema_upgrades_to_the_latest() {
         t.count("SELECT count(*) FROM {schema}.dead_replays").await,
         0
     );
+    // Migration 7 made `key_allowed`; nothing calls it since, and migration
+    // 11 drops it: the schema holds only what runs.
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM pg_proc WHERE proname = 'key_allowed' \
+             AND pronamespace = '{schema}'::regnamespace"
+        )
+        .await,
+        0
+    );
 }
 
 #[tokio::test]

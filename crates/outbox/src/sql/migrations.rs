@@ -51,6 +51,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!("0008", sink_envelope),
     migration!("0009", id_after_xid),
     migration!("0010", row_states),
+    migration!("0011", drop_key_allowed),
 ];
 
 /// The decimal number a migration's file name starts with; evaluated at

@@ -183,7 +183,7 @@ fn claim_sql(ordered: bool, filtered: bool) -> String {
     // The filter is plain SQL, evaluated in the scan: the row's bucket is
     // owned (`get_bit` as `BucketSet` lays the map out), and its aggregate
     // is not held back past its head. It used to be migration 7's plpgsql
-    // `key_allowed` (kept in the schema, unused), which hid the filter from
+    // `key_allowed` (dropped by migration 11), which hid the filter from
     // the planner so that it kept the claimable index in id order; the
     // bound on `r` does that now (the scan stops at `upto` whatever the
     // filter's estimate), and the bucket test is written `<> 0`, which the
