@@ -32,6 +32,17 @@ pub enum Error {
     /// The payload could not be serialized to JSON; nothing was written.
     #[error("payload is not serializable to JSON")]
     Serialize(#[from] serde_json::Error),
+    /// An `event_id` given by the caller is already in the outbox (the
+    /// live table's `messages_event_id_key`): the INSERT failed, and with it
+    /// the caller's transaction. Enqueueing the same event twice is the
+    /// usual cause; match on this kind to treat it as done. The driver's
+    /// error is the source.
+    #[error("event_id already in the outbox")]
+    DuplicateEvent {
+        /// The driver's error (unique violation on `messages_event_id_key`).
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
     /// The database returned an error, or the connection failed. The
     /// driver's error is the [`source`](std::error::Error::source): print
     /// the chain (e.g. `{:#}` with anyhow) to see the server's message.
@@ -110,12 +121,39 @@ impl Error {
         }
     }
 
-    /// Wraps a tokio-postgres error as the source.
+    /// Wraps a tokio-postgres error as the source: [`Error::DuplicateEvent`]
+    /// for a taken `event_id`, else [`Error::Database`].
     #[cfg(feature = "tokio-postgres")]
     pub fn from_tokio_postgres(e: tokio_postgres::Error) -> Self {
-        Self::database(e)
+        let duplicate = e
+            .as_db_error()
+            .is_some_and(|d| d.constraint() == Some(EVENT_ID_KEY));
+        Self::wrap(e, duplicate)
+    }
+
+    /// Wraps a sqlx error as the source, as [`Error::from_tokio_postgres`].
+    #[cfg(feature = "sqlx")]
+    pub fn from_sqlx(e: sqlx::Error) -> Self {
+        let duplicate = e
+            .as_database_error()
+            .is_some_and(|d| d.constraint() == Some(EVENT_ID_KEY));
+        Self::wrap(e, duplicate)
+    }
+
+    #[cfg(any(feature = "tokio-postgres", feature = "sqlx"))]
+    fn wrap(e: impl std::error::Error + Send + Sync + 'static, duplicate: bool) -> Self {
+        match duplicate {
+            true => Self::DuplicateEvent {
+                source: Box::new(e),
+            },
+            false => Self::database(e),
+        }
     }
 }
+
+/// The unique constraint on `event_id` of `<schema>.messages` (migration 1).
+#[cfg(any(feature = "tokio-postgres", feature = "sqlx"))]
+const EVENT_ID_KEY: &str = "messages_event_id_key";
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -174,9 +174,9 @@ async fn a_caller_chosen_event_id_is_unique() {
         .enqueue(&client, &order(1).event_id(id))
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Database { .. }), "{err}");
+    assert!(matches!(err, Error::DuplicateEvent { .. }), "{err}");
     // The driver's error is the source, not repeated in the message.
-    assert_eq!(err.to_string(), "database error");
+    assert_eq!(err.to_string(), "event_id already in the outbox");
     let source = std::error::Error::source(&err).expect("the driver's error is chained");
     let pg = source
         .downcast_ref::<tokio_postgres::Error>()
@@ -185,6 +185,34 @@ async fn a_caller_chosen_event_id_is_unique() {
         pg.code(),
         Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION)
     );
+}
+
+/// The same kind through sqlx, and in a batch; any other database error
+/// stays `Database`.
+#[tokio::test]
+async fn a_taken_event_id_is_its_own_kind_through_sqlx_and_in_batches() {
+    let t = TestSchema::new("event_id_kind").await;
+    let outbox = Outbox::with_schema(t.schema.clone());
+    let id = uuid::Uuid::new_v4();
+    let mut conn = sqlx::PgConnection::connect(&database_url()).await.unwrap();
+    outbox
+        .enqueue(&mut conn, &order(1).event_id(id))
+        .await
+        .unwrap();
+    let again = outbox.enqueue(&mut conn, &order(1).event_id(id)).await;
+    assert!(
+        matches!(again, Err(Error::DuplicateEvent { .. })),
+        "{again:?}"
+    );
+    let client = tokio_client().await;
+    let batch = [order(2), order(3).event_id(id)];
+    let err = outbox.enqueue_many(&client, &batch).await.unwrap_err();
+    assert!(matches!(err, Error::DuplicateEvent { .. }), "{err}");
+    // Not every database error is a duplicate.
+    let missing = Outbox::with_schema(outbox::Schema::new("no_such_schema_here").unwrap());
+    let err = missing.enqueue(&client, &order(4)).await.unwrap_err();
+    assert!(matches!(err, Error::Database { .. }), "{err}");
+    assert_eq!(t.count("SELECT count(*) FROM {schema}.messages").await, 1);
 }
 
 #[tokio::test]

@@ -20,7 +20,7 @@ impl Executor for &mut PgConnection {
             .bind(sqlx::types::Json(c.headers.swap_remove(0)))
             .fetch_one(&mut *self)
             .await
-            .map_err(Error::database)?;
+            .map_err(Error::from_sqlx)?;
         Ok(Enqueued { id, event_id })
     }
 
@@ -47,7 +47,7 @@ impl Executor for &mut PgConnection {
             )
             .fetch_all(&mut *self)
             .await
-            .map_err(Error::database)?;
+            .map_err(Error::from_sqlx)?;
         let returned = rows.iter().map(|r| Enqueued {
             id: r.get("id"),
             event_id: r.get("event_id"),
@@ -61,7 +61,7 @@ impl Executor for &mut PgConnection {
             .bind(b)
             .execute(&mut *self)
             .await
-            .map_err(Error::database)?;
+            .map_err(Error::from_sqlx)?;
         Ok(done.rows_affected())
     }
 
@@ -69,7 +69,7 @@ impl Executor for &mut PgConnection {
         // A multi-statement script goes through the simple query protocol.
         self.execute(sqlx::raw_sql(sql))
             .await
-            .map_err(Error::database)?;
+            .map_err(Error::from_sqlx)?;
         Ok(())
     }
 }
