@@ -9,7 +9,8 @@
 //! that does not send it, an `Origin` naming this host. Every comparison
 //! with a secret is constant-time.
 
-use super::{field, page, pairs, Ui};
+use super::page::{self, Access};
+use super::{field, pairs, Ui};
 use axum::extract::{ConnectInfo, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -66,17 +67,6 @@ fn tick(window: &mut (Instant, u32), now: Instant) -> &mut u32 {
         *window = (now, 0);
     }
     &mut window.1
-}
-
-/// What a request may do, for the page to show the right controls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    /// No token configured: no actions at all.
-    ReadOnly,
-    /// Actions need signing in first.
-    SignedOut,
-    /// Signed in: the action buttons work.
-    SignedIn,
 }
 
 /// How an action was authorized, for the audit line.

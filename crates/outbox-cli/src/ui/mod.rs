@@ -135,7 +135,7 @@ pub fn router(
             streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)),
         }),
     };
-    let task = snapshot::run(ui.clone(), options.breaker, shutdown);
+    let task = snapshot::run(ui.clone(), options.breaker, page::event_json, shutdown);
     let allowed = Arc::new(options.allowed_hosts);
     let app = Router::new()
         .route("/", get(index))

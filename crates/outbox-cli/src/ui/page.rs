@@ -1,7 +1,8 @@
 //! The page's HTML. maud escapes every interpolated value, so whatever a
 //! producer wrote into a topic, a payload or an error is shown as text.
+//! It imports the snapshot it shows and nothing else of the page's
+//! modules: `auth`, `actions` and `snapshot`'s runner come to it.
 
-use super::auth::Access;
 use super::snapshot::{Snapshot, STATUSES};
 use super::{SHOWN_FIELD, SHOWN_REASON, SHOWN_TEXT};
 use axum::http::{header, StatusCode};
@@ -10,6 +11,17 @@ use chrono::{DateTime, Utc};
 use maud::{html, Markup, DOCTYPE};
 use outbox_relay::store::{cut, DeadMessage, DeadSummary, Timestamp};
 use std::time::Duration;
+
+/// What a request may do, for the page to show the right controls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// No token configured: no actions at all.
+    ReadOnly,
+    /// Actions need signing in first.
+    SignedOut,
+    /// Signed in: the action buttons work.
+    SignedIn,
+}
 
 /// A page response.
 pub fn html(status: StatusCode, body: Markup) -> Response {

@@ -4,7 +4,7 @@
 //! watch channel: fifty open pages cost the database what one does. The
 //! HTML each client receives is rendered here too, once per snapshot.
 
-use super::{page, Ui, LIVE_DEAD, MAX_RELAYS, MAX_TOPICS, SHOWN_TEXT};
+use super::{Ui, LIVE_DEAD, MAX_RELAYS, MAX_TOPICS, SHOWN_TEXT};
 use chrono::{DateTime, Utc};
 use outbox_relay::store::{cut, DeadSummary, HotCount, RecentReplay, Timestamp};
 use std::collections::{BTreeMap, VecDeque};
@@ -142,7 +142,14 @@ async fn count(ui: &Ui) -> outbox_relay::Result<Counts> {
 
 /// Computes snapshots until `shutdown`: while nobody watches it waits for
 /// a viewer; while someone does, one count per interval at most.
-pub async fn run(ui: Ui, breaker: Option<BreakerSource>, shutdown: CancellationToken) {
+/// `render` turns each snapshot into the `/events` message sent with it
+/// (the page's markup, which this module does not know).
+pub async fn run(
+    ui: Ui,
+    breaker: Option<BreakerSource>,
+    render: fn(&Snapshot) -> String,
+    shutdown: CancellationToken,
+) {
     let interval = ui.inner.interval;
     let mut seq = 0u64;
     let mut samples: VecDeque<(Instant, i64)> = VecDeque::new();
@@ -194,7 +201,7 @@ pub async fn run(ui: Ui, breaker: Option<BreakerSource>, shutdown: CancellationT
         if let Some(e) = &snap.error {
             tracing::warn!(error = %e, "operator page: cannot count");
         }
-        snap.event = page::event_json(&snap);
+        snap.event = render(&snap);
         ui.inner.snapshots.send_replace(Arc::new(snap));
         let pause = interval.saturating_sub(took).max(took * (DUTY - 1));
         tokio::select! {
