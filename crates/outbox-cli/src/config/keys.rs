@@ -37,6 +37,10 @@ pub struct Key {
     /// A flag of every subcommand (`outbox --schema x stats`), not only of
     /// `relay` and `config check`.
     pub global: bool,
+    /// A number (or `off`): `config check` writes a numeric value as a TOML
+    /// number. Text keys stay strings, so `relay_id = "1e3"` reads back as
+    /// written.
+    pub numeric: bool,
     /// One sentence for `--help`.
     pub help: fn() -> String,
     /// What it does and accepts, for the docs table.
@@ -112,6 +116,7 @@ const fn key(name: &'static str, env: &'static str, flag: &'static str) -> Key {
         unset: None,
         secret: false,
         global: false,
+        numeric: false,
         help: String::new,
         doc: String::new,
     }
@@ -161,12 +166,14 @@ pub const KEYS: &[Key] = &[
         ..key("publisher", "OUTBOX_PUBLISHER", "--publisher")
     },
     Key {
+        numeric: true,
         default: || Some(d().batch_size.to_string()),
         help: || format!("Messages claimed per batch, {}", span(&BATCH_SIZE_RANGE)),
         doc: || format!("messages per claim, {}", span(&BATCH_SIZE_RANGE)),
         ..key("batch_size", "OUTBOX_BATCH_SIZE", "--batch-size")
     },
     Key {
+        numeric: true,
         default: || Some(bytes_text(d().max_batch_bytes)),
         help: || {
             "A claim stops adding messages once they pass this size, payload, headers and text columns counted (it always takes one), e.g. 16MiB".into()
@@ -181,6 +188,7 @@ pub const KEYS: &[Key] = &[
         )
     },
     Key {
+        numeric: true,
         default: || Some(bytes_text(d().max_message_bytes)),
         help: || {
             "A message (payload, headers and text columns) larger than this is never loaded: it goes dead naming the limit"
@@ -196,6 +204,7 @@ pub const KEYS: &[Key] = &[
         )
     },
     Key {
+        numeric: true,
         default: || Some(d().retry.max_attempts.to_string()),
         help: || {
             format!(
@@ -221,6 +230,7 @@ pub const KEYS: &[Key] = &[
         ..key("backoff", "OUTBOX_BACKOFF", "--backoff")
     },
     Key {
+        numeric: true,
         default: || Some(d().retry.jitter.to_string()),
         help: || "Fraction of each retry delay randomised, [0, 1)".into(),
         doc: || "± fraction of each delay randomised, in [0, 1)".into(),
@@ -307,6 +317,7 @@ pub const KEYS: &[Key] = &[
         ..key("reap_interval", "OUTBOX_REAP_INTERVAL", "--reap-interval")
     },
     Key {
+        numeric: true,
         default: || Some(d().concurrency.to_string()),
         help: || {
             format!("Claim/publish pipelines in parallel, {}; with ordering on, each aggregate's messages still go out in order", span(&CONCURRENCY_RANGE))
@@ -317,6 +328,7 @@ pub const KEYS: &[Key] = &[
         ..key("concurrency", "OUTBOX_CONCURRENCY", "--concurrency")
     },
     Key {
+        numeric: true,
         default: || Some(d().rate_limit.map_or("off".into(), |n| n.to_string())),
         help: || "At most this many messages per second, or `off`".into(),
         doc: || "at most this many messages per second".into(),
@@ -339,6 +351,7 @@ pub const KEYS: &[Key] = &[
         ..key("metrics_addr", "OUTBOX_METRICS_ADDR", "--metrics-addr")
     },
     Key {
+        numeric: true,
         default: || Some(outbox_relay::metrics::DEFAULT_TOPIC_CAP.to_string()),
         help: || {
             "Distinct topics that keep their own `topic` label on outbox_published_total (later ones count as `_other`), or `off` to drop the label".into()

@@ -449,17 +449,7 @@ impl Settings {
                         v.clone()
                     };
                     // Numbers as TOML numbers (rate_limit may also be "off").
-                    let numeric = matches!(
-                        k.name,
-                        "batch_size"
-                            | "max_batch_bytes"
-                            | "max_message_bytes"
-                            | "max_attempts"
-                            | "concurrency"
-                            | "jitter"
-                            | "rate_limit"
-                            | "metrics_topics"
-                    ) && toml_number(v.trim());
+                    let numeric = k.numeric && toml_number(v.trim());
                     if numeric {
                         format!("{} = {}", k.name, v.trim())
                     } else {
