@@ -2,7 +2,7 @@
 //! a throwaway PostgreSQL.
 
 use anyhow::Context;
-use outbox_relay::publishers::redact_url;
+use outbox_relay::redact::redact;
 
 /// The outbox database URL, or a clear error naming `DATABASE_URL`.
 pub fn require_url(url: Option<String>) -> anyhow::Result<String> {
@@ -36,7 +36,7 @@ pub async fn connect_as(
     drop(
         pool.get()
             .await
-            .with_context(|| format!("cannot connect to {}", redact_url(url)))?,
+            .with_context(|| format!("cannot connect to {}", redact(url)))?,
     );
     Ok(pool)
 }
@@ -55,7 +55,7 @@ pub async fn connect_cancellable(
     drop(
         pool.get()
             .await
-            .with_context(|| format!("cannot connect to {}", redact_url(url)))?,
+            .with_context(|| format!("cannot connect to {}", redact(url)))?,
     );
     Ok(pool)
 }

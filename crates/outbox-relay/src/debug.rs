@@ -5,7 +5,7 @@
 
 /// Implements `Debug` for `$T` showing only the fields named, in order,
 /// each through the function after its colon if there is one (such as
-/// `redact_url`); a trailing `..` marks that there are others
+/// `redact::redact`); a trailing `..` marks that there are others
 /// (`finish_non_exhaustive`).
 macro_rules! debug_showing {
     ($T:ident $(<$P:ident>)? { $($field:ident $(: $show:path)?),* $(,)? }) => {

@@ -3,7 +3,7 @@
 //! its jitter bounds.
 
 use chrono::{TimeZone, Utc};
-use outbox_relay::publishers::redact_url;
+use outbox_relay::redact::redact as redact_url; // the name these properties were written with
 use outbox_relay::redact::redact;
 use outbox_relay::{Envelope, RetryPolicy};
 use proptest::prelude::*;

@@ -13,6 +13,7 @@
 mod kit;
 mod limits;
 
+use crate::redact::redact;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use deadpool_postgres::Pool;
 pub use kit::declare::{Declaration, Opt, ANY_DOTTED};
@@ -148,7 +149,7 @@ pub fn prefixes() -> Vec<String> {
 fn unknown(url: &str) -> Error {
     Error::Publisher(format!(
         "unknown publisher {:?}: this build accepts {}",
-        redact_url(url),
+        redact(url),
         prefixes().join(", ")
     ))
 }
@@ -182,14 +183,10 @@ impl Publisher for AnyPublisher {
     }
 }
 
-/// `url` with any password replaced by `***`, for logs and errors: the
-/// one redaction function, [`crate::redact::redact`], under the name the
-/// publishers have always used.
-pub use crate::redact::redact as redact_url;
-
 #[cfg(test)]
 mod tests {
-    use super::{redact_url, AnyPublisher, PublisherContext};
+    use super::{AnyPublisher, PublisherContext};
+    use crate::redact::redact;
 
     fn ctx() -> PublisherContext {
         PublisherContext {
@@ -330,11 +327,11 @@ mod tests {
     #[test]
     fn passwords_never_survive_redaction() {
         assert_eq!(
-            redact_url("postgres://app:s3cret@db:5432/x?sslmode=require"),
+            redact("postgres://app:s3cret@db:5432/x?sslmode=require"),
             "postgres://app:***@db:5432/x?sslmode=require"
         );
-        assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
-        assert_eq!(redact_url("postgres"), "postgres");
-        assert!(!redact_url("amqp://u:p%40ss@h/").contains("p%40ss"));
+        assert_eq!(redact("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(redact("postgres"), "postgres");
+        assert!(!redact("amqp://u:p%40ss@h/").contains("p%40ss"));
     }
 }

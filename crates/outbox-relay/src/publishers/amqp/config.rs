@@ -13,7 +13,6 @@
 
 use crate::publishers::kit::declare::{Declaration, Opt};
 use crate::publishers::kit::options::UrlOptions;
-use crate::publishers::redact_url;
 use crate::Result;
 use std::time::Duration;
 
@@ -47,7 +46,7 @@ pub struct AmqpConfig {
 
 // The URI holds the password.
 crate::debug::debug_showing!(AmqpConfig {
-    uri: redact_url,
+    uri: crate::redact::redact,
     exchange,
     declare,
     confirm_timeout,

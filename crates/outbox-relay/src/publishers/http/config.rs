@@ -11,7 +11,6 @@
 
 use crate::envelope::DEFAULT_SOURCE;
 use crate::publishers::kit::options::endpoint;
-use crate::publishers::redact_url;
 use crate::{Error, Result};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
@@ -107,7 +106,7 @@ pub struct HttpConfig {
 
 // The URL may hold a password.
 crate::debug::debug_showing!(HttpConfig {
-    url: redact_url,
+    url: crate::redact::redact,
     secret,
     timeout,
     concurrency,

@@ -13,7 +13,7 @@
 
 use crate::publishers::kit::declare::{Declaration, Opt, ANY_DOTTED};
 use crate::publishers::kit::options::UrlOptions;
-use crate::publishers::redact_url;
+use crate::redact::redact;
 use crate::{Error, Result};
 use std::time::Duration;
 
@@ -124,7 +124,7 @@ impl KafkaConfig {
         let Some(rest) = url.strip_prefix("kafka://") else {
             return Err(Error::Publisher(format!(
                 "kafka publisher: {:?} must start with kafka://",
-                redact_url(url)
+                redact(url)
             )));
         };
         let (list, query) = rest.split_once('?').unwrap_or((rest, ""));

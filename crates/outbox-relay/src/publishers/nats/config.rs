@@ -32,7 +32,7 @@ pub struct NatsConfig {
 }
 
 crate::debug::debug_showing!(NatsConfig {
-    servers: crate::publishers::redact_url,
+    servers: crate::redact::redact,
     subject_prefix,
     create_stream,
     ..

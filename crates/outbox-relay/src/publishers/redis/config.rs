@@ -44,7 +44,7 @@ pub struct RedisServer {
 // before they shared this type.
 impl std::fmt::Debug for RedisServer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Debug::fmt(&crate::publishers::redact_url(self.url.as_str()), f)
+        std::fmt::Debug::fmt(&crate::redact::redact(self.url.as_str()), f)
     }
 }
 
