@@ -27,7 +27,7 @@ pub struct Args {
 }
 
 pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
-    let Some(older_than) = args.older_than.or(settings.archive_after) else {
+    let Some(older_than) = args.older_than.or(settings.relay.archive_after) else {
         return usage("archive needs --older-than (e.g. --older-than 7d) or archive_after in the configuration");
     };
     let config = Config {

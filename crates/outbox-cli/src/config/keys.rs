@@ -1,13 +1,16 @@
 //! Every configuration key, declared once: its name in the TOML file, its
 //! environment variable, its flag, its default (derived from the engine's
-//! own defaults, `RelayConfig::default()`), its bounds and its
-//! documentation. The config loader, `outbox config check`, the flags and
+//! own defaults, `RelayConfig::default()`), its bounds, where its value
+//! goes (`apply`) and its documentation. The config loader, `outbox config check`, the flags and
 //! their `--help`, and the table in docs/operations.md
 //! ([`markdown_table`], checked by a test) all come from this table.
 
+use super::{parse, Settings};
+use outbox::Schema;
 use outbox_relay::relay::{
-    Ordering, RelayConfig, BATCH_SIZE_RANGE, CONCURRENCY_RANGE, MIN_BUCKET_LEASE, MIN_DB_TIMEOUT,
-    MIN_LEASE, MIN_PUBLISH_TIMEOUT,
+    Ordering, RelayConfig, BATCH_SIZE_RANGE, CONCURRENCY_RANGE, MIN_BUCKET_LEASE,
+    MIN_BUCKET_LEASE_WHY, MIN_DB_TIMEOUT, MIN_DB_TIMEOUT_WHY, MIN_LEASE, MIN_LEASE_WHY,
+    MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY,
 };
 use outbox_relay::retry::MAX_ATTEMPTS_RANGE;
 use std::ops::RangeInclusive;
@@ -41,6 +44,10 @@ pub struct Key {
     /// number. Text keys stay strings, so `relay_id = "1e3"` reads back as
     /// written.
     pub numeric: bool,
+    /// Parses a value and stores it where it belongs in [`Settings`] (the
+    /// engine's [`RelayConfig`] for the relay's own settings): the one place
+    /// that says what a key sets.
+    pub apply: fn(&str, &mut Settings) -> Result<(), String>,
     /// One sentence for `--help`.
     pub help: fn() -> String,
     /// What it does and accepts, for the docs table.
@@ -117,6 +124,7 @@ const fn key(name: &'static str, env: &'static str, flag: &'static str) -> Key {
         secret: false,
         global: false,
         numeric: false,
+        apply: |_, _| Err("this key sets nothing (a bug: give it an `apply`)".into()),
         help: String::new,
         doc: String::new,
     }
@@ -125,6 +133,10 @@ const fn key(name: &'static str, env: &'static str, flag: &'static str) -> Key {
 /// All keys, in the order `outbox config check` prints them.
 pub const KEYS: &[Key] = &[
     Key {
+        apply: |v, s| {
+            s.database_url = Some(parse::database_url(v)?);
+            Ok(())
+        },
         secret: true,
         global: true,
         help: || "PostgreSQL URL of the outbox database".into(),
@@ -132,6 +144,10 @@ pub const KEYS: &[Key] = &[
         ..key("database_url", "DATABASE_URL", "--database-url")
     },
     Key {
+        apply: |v, s| {
+            s.schema = Schema::new(v).map_err(|e| e.to_string())?;
+            Ok(())
+        },
         global: true,
         default: || Some(outbox::DEFAULT_SCHEMA.into()),
         help: || "Schema holding the outbox tables".into(),
@@ -139,6 +155,10 @@ pub const KEYS: &[Key] = &[
         ..key("schema", "OUTBOX_SCHEMA", "--schema")
     },
     Key {
+        apply: |v, s| {
+            s.publisher = parse::publisher(v)?;
+            Ok(())
+        },
         secret: true,
         default: || Some(DEFAULT_PUBLISHER.into()),
         // From the publishers' own declarations: what this build serves.
@@ -166,6 +186,10 @@ pub const KEYS: &[Key] = &[
         ..key("publisher", "OUTBOX_PUBLISHER", "--publisher")
     },
     Key {
+        apply: |v, s| {
+            s.relay.batch_size = parse::within(v, &BATCH_SIZE_RANGE)?;
+            Ok(())
+        },
         numeric: true,
         default: || Some(d().batch_size.to_string()),
         help: || format!("Messages claimed per batch, {}", span(&BATCH_SIZE_RANGE)),
@@ -173,6 +197,10 @@ pub const KEYS: &[Key] = &[
         ..key("batch_size", "OUTBOX_BATCH_SIZE", "--batch-size")
     },
     Key {
+        apply: |v, s| {
+            s.relay.max_batch_bytes = parse::bytes(v)?;
+            Ok(())
+        },
         numeric: true,
         default: || Some(bytes_text(d().max_batch_bytes)),
         help: || {
@@ -188,6 +216,10 @@ pub const KEYS: &[Key] = &[
         )
     },
     Key {
+        apply: |v, s| {
+            s.relay.max_message_bytes = parse::bytes(v)?;
+            Ok(())
+        },
         numeric: true,
         default: || Some(bytes_text(d().max_message_bytes)),
         help: || {
@@ -204,6 +236,10 @@ pub const KEYS: &[Key] = &[
         )
     },
     Key {
+        apply: |v, s| {
+            s.relay.retry.max_attempts = parse::within(v, &MAX_ATTEMPTS_RANGE)?;
+            Ok(())
+        },
         numeric: true,
         default: || Some(d().retry.max_attempts.to_string()),
         help: || {
@@ -221,6 +257,10 @@ pub const KEYS: &[Key] = &[
         ..key("max_attempts", "OUTBOX_MAX_ATTEMPTS", "--max-attempts")
     },
     Key {
+        apply: |v, s| {
+            s.relay.retry.schedule = parse::backoff(v)?;
+            Ok(())
+        },
         default: || {
             let steps: Vec<String> = d().retry.schedule.into_iter().map(duration_text).collect();
             Some(steps.join(","))
@@ -230,6 +270,10 @@ pub const KEYS: &[Key] = &[
         ..key("backoff", "OUTBOX_BACKOFF", "--backoff")
     },
     Key {
+        apply: |v, s| {
+            s.relay.retry.jitter = parse::fraction(v)?;
+            Ok(())
+        },
         numeric: true,
         default: || Some(d().retry.jitter.to_string()),
         help: || "Fraction of each retry delay randomised, [0, 1)".into(),
@@ -237,6 +281,10 @@ pub const KEYS: &[Key] = &[
         ..key("jitter", "OUTBOX_JITTER", "--jitter")
     },
     Key {
+        apply: |v, s| {
+            s.relay.lease = parse::duration_at_least(MIN_LEASE, MIN_LEASE_WHY)(v)?;
+            Ok(())
+        },
         default: || Some(duration_text(d().lease)),
         help: || {
             "A claim older than this is presumed dead: its rows count a failed attempt and are retried after the backoff, or go dead at max attempts".into()
@@ -247,6 +295,11 @@ pub const KEYS: &[Key] = &[
         ..key("lease", "OUTBOX_LEASE", "--lease")
     },
     Key {
+        apply: |v, s| {
+            s.relay.publish_timeout =
+                parse::duration_at_least(MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY)(v)?;
+            Ok(())
+        },
         default: || Some(duration_text(d().publish_timeout)),
         help: || {
             "How long one batch may take to publish before all of it fails retryably, spending an attempt".into()
@@ -261,6 +314,10 @@ pub const KEYS: &[Key] = &[
         )
     },
     Key {
+        apply: |v, s| {
+            s.relay.db_timeout = parse::duration_at_least(MIN_DB_TIMEOUT, MIN_DB_TIMEOUT_WHY)(v)?;
+            Ok(())
+        },
         default: || Some(duration_text(d().db_timeout)),
         help: || {
             "Longest one database call may take; then the connection is dropped and the call retried on a new one (a network partition cannot hold the relay)".into()
@@ -271,6 +328,10 @@ pub const KEYS: &[Key] = &[
         ..key("db_timeout", "OUTBOX_DB_TIMEOUT", "--db-timeout")
     },
     Key {
+        apply: |v, s| {
+            s.relay.ordering = v.parse()?;
+            Ok(())
+        },
         default: || Some(d().ordering.as_str().into()),
         help: || {
             format!("`{}`: messages of one aggregate (aggregate_type, aggregate_id) are published in id order, k+1 only after k is sent or dead, other aggregates in parallel; `{}`: no order, for the last bit of throughput. Every relay of a schema must use the same", Ordering::Aggregate.as_str(), Ordering::None.as_str())
@@ -281,6 +342,11 @@ pub const KEYS: &[Key] = &[
         ..key("ordering", "OUTBOX_ORDERING", "--ordering")
     },
     Key {
+        apply: |v, s| {
+            s.relay.bucket_lease =
+                parse::duration_at_least(MIN_BUCKET_LEASE, MIN_BUCKET_LEASE_WHY)(v)?;
+            Ok(())
+        },
         default: || Some(duration_text(d().bucket_lease)),
         help: || {
             "With ordering on, how long a relay leases its share of the aggregates: a relay that dies hands them to the others after this long".into()
@@ -291,12 +357,20 @@ pub const KEYS: &[Key] = &[
         ..key("bucket_lease", "OUTBOX_BUCKET_LEASE", "--bucket-lease")
     },
     Key {
+        apply: |v, s| {
+            s.relay_id = Some(parse::relay_id(v)?);
+            Ok(())
+        },
         unset: Some("host-pid-random"),
         help: || "Identifies this relay in `locked_by`".into(),
         doc: || "written to `locked_by`; with ordering on, each running relay needs its own".into(),
         ..key("relay_id", "OUTBOX_RELAY_ID", "--relay-id")
     },
     Key {
+        apply: |v, s| {
+            s.relay.notify = parse::switch(v)?;
+            Ok(())
+        },
         default: || Some(switch(d().notify)),
         help: || {
             "Wake up on the producers' NOTIFY: on|off (off for transaction-mode PgBouncer)".into()
@@ -305,18 +379,30 @@ pub const KEYS: &[Key] = &[
         ..key("notify", "OUTBOX_NOTIFY", "--notify")
     },
     Key {
+        apply: |v, s| {
+            s.relay.idle_sleep = parse::positive_duration(v)?;
+            Ok(())
+        },
         default: || Some(duration_text(d().idle_sleep)),
         help: || "Sleep when there is nothing to do".into(),
         doc: || "sleep when there is nothing to do".into(),
         ..key("poll_interval", "OUTBOX_POLL_INTERVAL", "--poll-interval")
     },
     Key {
+        apply: |v, s| {
+            s.relay.reap_interval = parse::positive_duration(v)?;
+            Ok(())
+        },
         default: || Some(duration_text(d().reap_interval)),
         help: || "How often expired leases are looked for".into(),
         doc: || "how often expired leases are looked for".into(),
         ..key("reap_interval", "OUTBOX_REAP_INTERVAL", "--reap-interval")
     },
     Key {
+        apply: |v, s| {
+            s.relay.concurrency = parse::within(v, &CONCURRENCY_RANGE)?;
+            Ok(())
+        },
         numeric: true,
         default: || Some(d().concurrency.to_string()),
         help: || {
@@ -328,6 +414,10 @@ pub const KEYS: &[Key] = &[
         ..key("concurrency", "OUTBOX_CONCURRENCY", "--concurrency")
     },
     Key {
+        apply: |v, s| {
+            s.relay.rate_limit = parse::optional(v, |n| parse::number(n, 1, u32::MAX))?;
+            Ok(())
+        },
         numeric: true,
         default: || Some(d().rate_limit.map_or("off".into(), |n| n.to_string())),
         help: || "At most this many messages per second, or `off`".into(),
@@ -335,12 +425,20 @@ pub const KEYS: &[Key] = &[
         ..key("rate_limit", "OUTBOX_RATE_LIMIT", "--rate-limit")
     },
     Key {
+        apply: |v, s| {
+            s.relay.archive_after = parse::optional(v, parse::positive_duration)?;
+            Ok(())
+        },
         default: || Some(d().archive_after.map_or("off".into(), duration_text)),
         help: || "Archive sent rows older than this while running, or `off`".into(),
         doc: || "the relay archives sent rows older than this".into(),
         ..key("archive_after", "OUTBOX_ARCHIVE_AFTER", "--archive-after")
     },
     Key {
+        apply: |v, s| {
+            s.metrics_addr = parse::optional(v, parse::socket_addr)?;
+            Ok(())
+        },
         unset: Some("off"),
         help: || {
             "Serve /metrics, /healthz and /readyz on this address, e.g. 127.0.0.1:9090 (0.0.0.0:9090 to listen beyond this host)".into()
@@ -351,6 +449,10 @@ pub const KEYS: &[Key] = &[
         ..key("metrics_addr", "OUTBOX_METRICS_ADDR", "--metrics-addr")
     },
     Key {
+        apply: |v, s| {
+            s.metrics_topics = parse::topic_labels(v)?;
+            Ok(())
+        },
         numeric: true,
         default: || Some(outbox_relay::metrics::DEFAULT_TOPIC_CAP.to_string()),
         help: || {
@@ -366,6 +468,10 @@ pub const KEYS: &[Key] = &[
         )
     },
     Key {
+        apply: |v, s| {
+            s.ui_allowed_hosts = parse::host_names(v)?;
+            Ok(())
+        },
         unset: Some("none"),
         help: || {
             "Host names the operator page answers besides IP addresses and localhost, comma-separated, e.g. outbox.internal (any other Host header is refused: DNS rebinding)".into()
@@ -380,6 +486,10 @@ pub const KEYS: &[Key] = &[
         )
     },
     Key {
+        apply: |v, s| {
+            s.log_format = parse::log_format(v)?;
+            Ok(())
+        },
         global: true,
         default: || Some(crate::logging::LogFormat::default().as_str().into()),
         help: || {

@@ -12,17 +12,11 @@ pub use keys::{help_line, markdown_table, Key, KEYS};
 use crate::logging::LogFormat;
 use outbox::Schema;
 use outbox_relay::metrics::TopicLabels;
-use outbox_relay::relay::{
-    BATCH_SIZE_RANGE, CONCURRENCY_RANGE, MIN_BUCKET_LEASE, MIN_BUCKET_LEASE_WHY, MIN_DB_TIMEOUT,
-    MIN_DB_TIMEOUT_WHY, MIN_LEASE, MIN_LEASE_WHY, MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY,
-};
-use outbox_relay::retry::MAX_ATTEMPTS_RANGE;
-use outbox_relay::{RelayConfig, RetryPolicy};
+use outbox_relay::RelayConfig;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 /// Where a value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +78,9 @@ impl Raw {
     }
 }
 
-/// The validated, effective configuration.
+/// The validated, effective configuration. Each key of [`KEYS`] sets one
+/// field (its `apply`); the relay's own settings go straight into the
+/// engine's [`RelayConfig`], so they are not mirrored here.
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The outbox database (`None`: not given).
@@ -93,42 +89,11 @@ pub struct Settings {
     pub schema: Schema,
     /// Where the relay publishes.
     pub publisher: String,
-    /// Messages claimed per batch.
-    pub batch_size: usize,
-    /// Payload bytes past which a claim stops adding rows.
-    pub max_batch_bytes: usize,
-    /// Larger payloads are never loaded; the message goes dead.
-    pub max_message_bytes: usize,
-    /// Attempts before a message goes dead.
-    pub max_attempts: i32,
-    /// Retry delays after attempt 1, 2, …; the last repeats.
-    pub backoff: Vec<Duration>,
-    /// Fraction of each retry delay randomised.
-    pub jitter: f64,
-    /// Stale-claim timeout.
-    pub lease: Duration,
-    /// How long one batch may take to publish.
-    pub publish_timeout: Duration,
-    /// Deadline of each database call.
-    pub db_timeout: Duration,
-    /// Order per aggregate, or none.
-    pub ordering: outbox_relay::relay::Ordering,
-    /// How long a relay leases its share of the aggregates.
-    pub bucket_lease: Duration,
+    /// The relay's settings, as the engine takes them (`relay_id` and the
+    /// backlog gauges are filled in by [`Settings::relay_config`]).
+    pub relay: RelayConfig,
     /// `locked_by`; generated per process when `None`.
     pub relay_id: Option<String>,
-    /// LISTEN/NOTIFY wake-ups.
-    pub notify: bool,
-    /// Sleep when idle.
-    pub poll_interval: Duration,
-    /// How often expired leases are looked for.
-    pub reap_interval: Duration,
-    /// Parallel claim/publish pipelines.
-    pub concurrency: usize,
-    /// Messages per second, if limited.
-    pub rate_limit: Option<u32>,
-    /// Archive sent rows older than this, from the relay, if set.
-    pub archive_after: Option<Duration>,
     /// Where metrics and health probes are served, if set.
     pub metrics_addr: Option<SocketAddr>,
     /// How topics label `outbox_published_total`.
@@ -276,121 +241,41 @@ impl Settings {
         file: Option<&Path>,
         errors: &mut Vec<String>,
     ) -> Self {
-        // field!(key, parser, fallback): an unset key or a parse error
-        // yields the fallback; an error also records one line naming the
-        // key, the (redacted) value and its source.
-        let get = |name: &'static str| -> Option<(String, &Raw)> {
-            let r = &raw[name];
-            r.value.clone().map(|v| (v, r))
-        };
-        macro_rules! field {
-            ($name:literal, $parse:expr, $fallback:expr) => {
-                match get($name) {
-                    None => $fallback,
-                    Some((v, r)) => match $parse(v.as_str()) {
-                        Ok(x) => x,
-                        Err(e) => {
-                            let k = keys::find($name).expect("known key");
-                            // Without the query: a misspelt option
-                            // (`pasword=`) is not a secret by name, and
-                            // the error names the option anyway.
-                            let shown = if k.secret {
-                                outbox_relay::redact::redact_without_query(&v)
-                            } else {
-                                v.clone()
-                            };
-                            errors.push(format!(
-                                "{} = {:?} (from {}): {}",
-                                $name, shown, r.source, e
-                            ));
-                            $fallback
-                        }
-                    },
-                }
-            };
-        }
-        let d = RelayConfig::default();
-        Self {
-            database_url: field!("database_url", |s| parse::database_url(s).map(Some), None),
-            schema: field!(
-                "schema",
-                |s| Schema::new(s).map_err(|e| e.to_string()),
-                Schema::default()
-            ),
-            publisher: field!(
-                "publisher",
-                parse::publisher,
-                keys::DEFAULT_PUBLISHER.to_owned()
-            ),
-            batch_size: field!(
-                "batch_size",
-                |s| parse::within(s, &BATCH_SIZE_RANGE),
-                d.batch_size
-            ),
-            max_batch_bytes: field!("max_batch_bytes", parse::bytes, d.max_batch_bytes),
-            max_message_bytes: field!("max_message_bytes", parse::bytes, d.max_message_bytes),
-            max_attempts: field!(
-                "max_attempts",
-                |s| parse::within(s, &MAX_ATTEMPTS_RANGE),
-                d.retry.max_attempts
-            ),
-            backoff: field!("backoff", parse::backoff, d.retry.schedule.clone()),
-            jitter: field!("jitter", parse::fraction, d.retry.jitter),
-            lease: field!(
-                "lease",
-                parse::duration_at_least(MIN_LEASE, MIN_LEASE_WHY),
-                d.lease
-            ),
-            publish_timeout: field!(
-                "publish_timeout",
-                parse::duration_at_least(MIN_PUBLISH_TIMEOUT, MIN_PUBLISH_TIMEOUT_WHY),
-                d.publish_timeout
-            ),
-            db_timeout: field!(
-                "db_timeout",
-                parse::duration_at_least(MIN_DB_TIMEOUT, MIN_DB_TIMEOUT_WHY),
-                d.db_timeout
-            ),
-            ordering: field!("ordering", |s: &str| s.parse(), d.ordering),
-            bucket_lease: field!(
-                "bucket_lease",
-                parse::duration_at_least(MIN_BUCKET_LEASE, MIN_BUCKET_LEASE_WHY),
-                d.bucket_lease
-            ),
-            relay_id: field!("relay_id", relay_id, None),
-            notify: field!("notify", parse::switch, d.notify),
-            poll_interval: field!("poll_interval", parse::positive_duration, d.idle_sleep),
-            reap_interval: field!("reap_interval", parse::positive_duration, d.reap_interval),
-            concurrency: field!(
-                "concurrency",
-                |s| parse::within(s, &CONCURRENCY_RANGE),
-                d.concurrency
-            ),
-            rate_limit: field!(
-                "rate_limit",
-                |s| parse::optional(s, |s| parse::number(s, 1, u32::MAX)),
-                None
-            ),
-            archive_after: field!(
-                "archive_after",
-                |s| parse::optional(s, parse::positive_duration),
-                None
-            ),
-            metrics_addr: field!(
-                "metrics_addr",
-                |s| parse::optional(s, parse::socket_addr),
-                None
-            ),
-            metrics_topics: field!(
-                "metrics_topics",
-                parse::topic_labels,
-                TopicLabels::default()
-            ),
-            ui_allowed_hosts: field!("ui_allowed_hosts", parse::host_names, Vec::new()),
-            log_format: field!("log_format", parse::log_format, LogFormat::default()),
+        let mut settings = Self {
+            database_url: None,
+            schema: Schema::default(),
+            publisher: keys::DEFAULT_PUBLISHER.to_owned(),
+            relay: RelayConfig::default(),
+            relay_id: None,
+            metrics_addr: None,
+            metrics_topics: TopicLabels::default(),
+            ui_allowed_hosts: Vec::new(),
+            log_format: LogFormat::default(),
             file: file.map(Path::to_owned),
-            raw: raw.clone(),
+            raw: BTreeMap::new(),
+        };
+        // Defaults too go through `apply`: the text a default is shown as
+        // must mean that default. A bad value records one line naming the
+        // key, the (redacted) value and its source, and leaves the default.
+        for k in KEYS {
+            let r = &raw[k.name];
+            let Some(v) = &r.value else { continue };
+            if let Err(e) = (k.apply)(v, &mut settings) {
+                // Without the query: a misspelt option (`pasword=`) is not
+                // a secret by name, and the error names the option anyway.
+                let shown = if k.secret {
+                    outbox_relay::redact::redact_without_query(v)
+                } else {
+                    v.clone()
+                };
+                errors.push(format!(
+                    "{} = {:?} (from {}): {}",
+                    k.name, shown, r.source, e
+                ));
+            }
         }
+        settings.raw = raw;
+        settings
     }
 
     /// The relay's configuration.
@@ -400,30 +285,11 @@ impl Settings {
                 .relay_id
                 .clone()
                 .unwrap_or_else(outbox_relay::relay::default_relay_id),
-            batch_size: self.batch_size,
-            lease: self.lease,
-            publish_timeout: self.publish_timeout,
-            db_timeout: self.db_timeout,
-            retry: RetryPolicy {
-                schedule: self.backoff.clone(),
-                jitter: self.jitter,
-                max_attempts: self.max_attempts,
-            },
-            idle_sleep: self.poll_interval,
-            reap_interval: self.reap_interval,
-            notify: self.notify,
-            concurrency: self.concurrency,
-            rate_limit: self.rate_limit,
-            archive_after: self.archive_after,
             // Counted only where they are exported.
             gauge_interval: self
                 .metrics_addr
                 .map(|_| outbox_relay::backlog::Config::default().interval),
-            max_batch_bytes: self.max_batch_bytes,
-            max_message_bytes: self.max_message_bytes,
-            ordering: self.ordering,
-            bucket_lease: self.bucket_lease,
-            ..RelayConfig::default()
+            ..self.relay.clone()
         }
     }
 
@@ -475,13 +341,6 @@ fn toml_number(s: &str) -> bool {
                 _ => false,
             }
     })
-}
-
-fn relay_id(s: &str) -> Result<Option<String>, String> {
-    if s.trim().is_empty() || s.len() > 200 {
-        return Err("must be 1 to 200 characters".into());
-    }
-    Ok(Some(s.to_owned()))
 }
 
 #[cfg(test)]

@@ -225,6 +225,14 @@ pub fn publisher(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// A relay id: any text of 1 to 200 characters.
+pub fn relay_id(s: &str) -> Result<String, String> {
+    if s.trim().is_empty() || s.len() > 200 {
+        return Err("must be 1 to 200 characters".into());
+    }
+    Ok(s.to_owned())
+}
+
 /// Hides passwords in a URL (`user:***@`, `?password=***`) and in libpq
 /// `key=value` strings (see [`outbox_relay::redact::redact`]).
 pub fn redact(s: &str) -> String {

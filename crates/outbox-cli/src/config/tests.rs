@@ -1,5 +1,6 @@
 use super::*;
 use std::io::Write;
+use std::time::Duration;
 
 fn file(text: &str) -> tempfile::NamedTempFile {
     let mut f = tempfile::Builder::new().suffix(".toml").tempfile().unwrap();
@@ -39,20 +40,20 @@ fn file_then_env_then_flags() {
     let f = file("batch_size = 100\nlease = \"1m\"\nnotify = false\nbackoff = [\"2s\", \"4s\"]\n");
     let env = env_of(&[("OUTBOX_BATCH_SIZE", "200"), ("OUTBOX_LEASE", "")]);
     let s = load(Some(f.path()), &[], &env).unwrap();
-    assert_eq!(s.batch_size, 200);
+    assert_eq!(s.relay.batch_size, 200);
     assert_eq!(s.source("batch_size"), &Source::Env("OUTBOX_BATCH_SIZE"));
     // An empty variable does not override the file.
-    assert_eq!(s.lease, Duration::from_secs(60));
+    assert_eq!(s.relay.lease, Duration::from_secs(60));
     assert_eq!(s.source("lease"), &Source::File(f.path().to_owned()));
-    assert!(!s.notify);
-    assert_eq!(s.backoff, [2, 4].map(Duration::from_secs));
+    assert!(!s.relay.notify);
+    assert_eq!(s.relay.retry.schedule, [2, 4].map(Duration::from_secs));
 
     let flags = [
         ("batch_size", "300".to_owned()),
         ("rate_limit", "50".to_owned()),
     ];
     let s = load(Some(f.path()), &flags, &env).unwrap();
-    assert_eq!(s.batch_size, 300);
+    assert_eq!(s.relay.batch_size, 300);
     assert_eq!(s.source("batch_size"), &Source::Flag("--batch-size"));
     assert_eq!(s.relay_config().rate_limit, Some(50));
 }
@@ -127,8 +128,8 @@ fn off_unsets_optional_keys() {
     let f = file("rate_limit = 10\narchive_after = \"1d\"\n");
     let env = env_of(&[("OUTBOX_RATE_LIMIT", "off")]);
     let s = load(Some(f.path()), &[("archive_after", "none".into())], &env).unwrap();
-    assert_eq!(s.rate_limit, None);
-    assert_eq!(s.archive_after, None);
+    assert_eq!(s.relay.rate_limit, None);
+    assert_eq!(s.relay.archive_after, None);
 }
 
 #[test]
@@ -162,10 +163,10 @@ fn publish_timeout_comes_from_file_env_or_flag() {
     assert_eq!(s.relay_config().publish_timeout, Duration::from_secs(10));
     let env = env_of(&[("OUTBOX_PUBLISH_TIMEOUT", "5s")]);
     let s = load(Some(f.path()), &[], &env).unwrap();
-    assert_eq!(s.publish_timeout, Duration::from_secs(5));
+    assert_eq!(s.relay.publish_timeout, Duration::from_secs(5));
     let flags = [("publish_timeout", "2s".to_owned())];
     let s = load(Some(f.path()), &flags, &env).unwrap();
-    assert_eq!(s.publish_timeout, Duration::from_secs(2));
+    assert_eq!(s.relay.publish_timeout, Duration::from_secs(2));
     assert_eq!(
         s.source("publish_timeout"),
         &Source::Flag("--publish-timeout")
@@ -221,10 +222,10 @@ fn check_output_loads_back_as_a_config_file() {
     let first = load(None, &flags, env_of(&[])).unwrap();
     let f = file(&first.render());
     let again = load(Some(f.path()), &[], env_of(&[])).unwrap();
-    assert_eq!(again.batch_size, 42);
-    assert_eq!(again.backoff, first.backoff);
-    assert!(!again.notify);
-    assert_eq!(again.rate_limit, Some(7));
+    assert_eq!(again.relay.batch_size, 42);
+    assert_eq!(again.relay.retry.schedule, first.relay.retry.schedule);
+    assert!(!again.relay.notify);
+    assert_eq!(again.relay.rate_limit, Some(7));
     assert_eq!(again.metrics_addr, first.metrics_addr);
     assert_eq!(again.relay_id, None);
 }
@@ -266,9 +267,9 @@ fn numbers_rust_reads_but_toml_does_not_render_as_strings_and_load_back() {
     let first = load(None, &flags, env_of(&[])).unwrap();
     let out = first.render();
     let again = load_str(Path::new("rendered.toml"), &out, &[], env_of(&[])).unwrap();
-    assert_eq!(again.batch_size, 5);
-    assert_eq!(again.jitter, 0.5);
-    assert_eq!(again.max_attempts, 3);
+    assert_eq!(again.relay.batch_size, 5);
+    assert_eq!(again.relay.retry.jitter, 0.5);
+    assert_eq!(again.relay.retry.max_attempts, 3);
 }
 
 #[test]
