@@ -89,6 +89,8 @@ pub struct PageSetup {
     pub database_url: String,
     /// `ui_allowed_hosts`.
     pub allowed_hosts: Vec<String>,
+    /// The relay's breaker, which the page shows.
+    pub breaker: outbox_relay::relay::BreakerView,
 }
 
 /// Installs the process-wide Prometheus recorder, with histogram buckets for
@@ -245,8 +247,8 @@ pub async fn bind(
     let allowed_hosts = page.allowed_hosts;
     let page = page_store.map(|page_store| {
         let breaker_source = {
-            let handle = metrics.clone();
-            Arc::new(move || breaker_open(&handle.render())) as crate::ui::BreakerSource
+            let view = page.breaker.clone();
+            Arc::new(move || Some(view.is_open())) as crate::ui::BreakerSource
         };
         crate::ui::router(
             page_store,
@@ -297,13 +299,6 @@ pub async fn bind(
 
 /// The breaker gauge in the exporter's text: `Some(true)` while open,
 /// `None` before the relay has set it.
-fn breaker_open(text: &str) -> Option<bool> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(m::BREAKER_OPEN)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|v| v > 0.0)
-}
-
 /// Accepts connections until `shutdown`, each served by hyper with
 /// [`HEADER_READ_TIMEOUT`] and [`MAX_CONNECTION_AGE`], at most
 /// [`MAX_CONNECTIONS`] at once. (`axum::serve` has neither timeout nor limit.)

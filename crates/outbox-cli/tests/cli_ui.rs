@@ -415,6 +415,35 @@ async fn the_relay_serves_the_page_at_its_metrics_address() {
     assert_eq!(status(&t, id).await, "dead");
 }
 
+/// The page's breaker is the relay's own: with the destination down (a
+/// webhook where nothing listens) and a message waiting, the relay opens
+/// its breaker and the page says `open`.
+#[tokio::test]
+async fn the_page_shows_the_relays_breaker_open_when_the_destination_is_down() {
+    let t = TestSchema::new("cli_ui_breaker").await;
+    t.exec(
+        "INSERT INTO {schema}.messages (event_type, aggregate_type, aggregate_id, topic, payload) \
+         VALUES ('e', 'a', '1', 't', '{}')",
+    )
+    .await;
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let nowhere = format!("http://127.0.0.1:{}/hook", free_port());
+    let _relay = Running(
+        outbox(
+            t.name(),
+            &["relay", "--metrics-addr", &addr, "--publisher", &nowhere],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    wait_for("the page to show the breaker open", || {
+        get(port, "/").is_some_and(|(s, body)| s == 200 && body.contains("id=\"breaker\">open"))
+    });
+}
+
 /// The README's line, as written: a fresh token from `openssl rand -hex
 /// 24`, then `outbox ui` on the default address, actions on.
 #[tokio::test]

@@ -123,6 +123,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
             token: super::ui::token_from_env()?,
             database_url: url.clone(),
             allowed_hosts: settings.ui_allowed_hosts.clone(),
+            breaker: relay.breaker_view(),
         };
         let server = http::bind(addr, handle, probes, page, shutdown.clone()).await?;
         tokio::spawn(server);

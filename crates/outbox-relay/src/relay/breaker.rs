@@ -8,14 +8,15 @@
 //! the probe and the others wait for its result, then all resume together.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 #[derive(Debug)]
 pub(crate) struct Breaker {
-    open: AtomicBool,
+    /// Shared with every [`BreakerView`].
+    open: Arc<AtomicBool>,
     /// A check of the destination is in flight (a probe, or settle asking
     /// whether failures mean an outage).
     probing: AtomicBool,
@@ -45,6 +46,19 @@ impl Drop for ProbeTurn<'_> {
     }
 }
 
+/// Whether a relay's circuit breaker is open, readable from anywhere
+/// ([`crate::Relay::breaker_view`]): cheap to clone, no lock.
+/// The default reads closed: no relay, no breaker.
+#[derive(Debug, Clone, Default)]
+pub struct BreakerView(Arc<AtomicBool>);
+
+impl BreakerView {
+    /// Whether the destination is unreachable and claiming is paused.
+    pub fn is_open(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 
 /// `now + d`, or a far future instead of panicking when `d` is absurd
@@ -59,7 +73,7 @@ impl Breaker {
     pub(crate) fn new(max_backoff: Duration) -> Self {
         crate::metrics::breaker(false);
         Self {
-            open: AtomicBool::new(false),
+            open: Arc::new(AtomicBool::new(false)),
             probing: AtomicBool::new(false),
             probed: Notify::new(),
             state: Mutex::new(Probe {
@@ -78,6 +92,12 @@ impl Breaker {
 
     pub(crate) fn is_open(&self) -> bool {
         self.open.load(Ordering::Relaxed)
+    }
+
+    /// A handle that reads whether this breaker is open, for those who
+    /// only watch it (the operator page).
+    pub(crate) fn view(&self) -> BreakerView {
+        BreakerView(self.open.clone())
     }
 
     /// Why the breaker is open (empty when closed).

@@ -12,6 +12,7 @@
 //! - `tests.rs`: races forced through test hooks.
 
 mod breaker;
+pub use breaker::BreakerView;
 pub(crate) mod config;
 mod cursor;
 mod maintain;
@@ -217,6 +218,12 @@ impl<P: Publisher> Relay<P> {
     /// Whether the circuit breaker is open (destination unreachable).
     pub fn breaker_open(&self) -> bool {
         self.breaker.is_open()
+    }
+
+    /// A handle on [`Relay::breaker_open`] that outlives a borrow of the
+    /// relay (for a server task that shows it).
+    pub fn breaker_view(&self) -> BreakerView {
+        self.breaker.view()
     }
 
     /// One pass: claim a batch, publish it, settle it.
