@@ -48,11 +48,17 @@ impl Executor for &mut PgConnection {
             .fetch_all(&mut *self)
             .await
             .map_err(Error::from_sqlx)?;
-        let returned = rows.iter().map(|r| Enqueued {
-            id: r.get("id"),
-            event_id: r.get("event_id"),
-        });
-        Ok(super::in_input_order(&event_ids, returned))
+        let returned = rows
+            .iter()
+            .map(|r| {
+                Ok(Enqueued {
+                    id: r.try_get("id")?,
+                    event_id: r.try_get("event_id")?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(Error::from_sqlx)?;
+        Ok(super::in_input_order(&event_ids, returned.into_iter()))
     }
 
     async fn execute_text(self, sql: &str, a: &str, b: &str) -> Result<u64> {

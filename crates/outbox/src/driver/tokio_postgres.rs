@@ -25,8 +25,10 @@ impl<C: GenericClient + Sync> Executor for &C {
             .query_typed_one(sql, &params)
             .await
             .map_err(Error::from_tokio_postgres)?;
+        // Checked reads: a table altered under the library is an error
+        // naming the column, not a panic in the caller's transaction.
         Ok(Enqueued {
-            id: row.get("id"),
+            id: row.try_get("id").map_err(Error::from_tokio_postgres)?,
             event_id: c.event_id[0],
         })
     }
@@ -46,11 +48,17 @@ impl<C: GenericClient + Sync> Executor for &C {
             .query_typed(sql, &params)
             .await
             .map_err(Error::from_tokio_postgres)?;
-        let returned = rows.iter().map(|r| Enqueued {
-            id: r.get("id"),
-            event_id: r.get("event_id"),
-        });
-        Ok(super::in_input_order(&c.event_id, returned))
+        let returned = rows
+            .iter()
+            .map(|r| {
+                Ok(Enqueued {
+                    id: r.try_get("id")?,
+                    event_id: r.try_get("event_id")?,
+                })
+            })
+            .collect::<Result<Vec<_>, tokio_postgres::Error>>()
+            .map_err(Error::from_tokio_postgres)?;
+        Ok(super::in_input_order(&c.event_id, returned.into_iter()))
     }
 
     async fn execute_text(self, sql: &str, a: &str, b: &str) -> Result<u64> {
