@@ -9,6 +9,7 @@
 mod common;
 
 use common::net::{Running, Stderr};
+use common::outbox_at as outbox;
 use outbox_tempdb::Pair;
 use outbox_testkit::order_check;
 use outbox_testkit::webhook::Receiver;
@@ -17,19 +18,6 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn outbox(url: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OUTBOX_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("DATABASE_URL", url)
-        .env_remove("RUST_LOG")
-        .args(args);
-    cmd
-}
 
 fn relay(url: &str, publisher: &str, stderr: &Stderr) -> Running {
     outbox(
@@ -65,6 +53,11 @@ async fn connect(url: &str) -> Option<tokio_postgres::Client> {
         .ok()?;
     tokio::spawn(conn);
     Some(client)
+}
+
+/// The one number `sql` answers.
+async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
+    client.query_one(sql, &[]).await.unwrap().get(0)
 }
 
 const AGGREGATES: usize = 20;
@@ -304,20 +297,13 @@ async fn the_relay_follows_a_failover_to_the_promoted_standby() {
     // Nothing is left claimed or pending on the new primary: the leases of
     // the old connections ran out and were taken again.
     let client = connect(&url).await.expect("the new primary");
-    let left: i64 = client
-        .query_one(
-            "SELECT count(*) FROM outbox.all_messages WHERE status <> 'sent'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let left = count(
+        &client,
+        "SELECT count(*) FROM outbox.all_messages WHERE status <> 'sent'",
+    )
+    .await;
     assert_eq!(left, 0, "every message ends sent: {}", stderr.text());
-    let total: i64 = client
-        .query_one("SELECT count(*) FROM outbox.all_messages", &[])
-        .await
-        .unwrap()
-        .get(0);
+    let total = count(&client, "SELECT count(*) FROM outbox.all_messages").await;
     assert!(total as usize >= produced.committed.len());
     assert!(total as usize <= produced.committed.len() + produced.in_doubt.len());
     assert!(received.len() >= AGGREGATES, "{}", received.len());
@@ -393,14 +379,11 @@ async fn a_relay_on_a_standby_warns_once_and_starts_when_it_is_promoted() {
     let got = tokio::time::timeout(Duration::from_secs(30), rx.wait_for(50)).await;
     assert!(got.is_ok(), "delivered once promoted: {}", stderr.text());
     let standby = connect(&standby).await.unwrap();
-    let left: i64 = standby
-        .query_one(
-            "SELECT count(*) FROM outbox.all_messages WHERE status <> 'sent'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .get(0);
+    let left = count(
+        &standby,
+        "SELECT count(*) FROM outbox.all_messages WHERE status <> 'sent'",
+    )
+    .await;
     assert_eq!(left, 0, "{}", stderr.text());
     assert!(relay.0.try_wait().unwrap().is_none(), "{}", stderr.text());
 }

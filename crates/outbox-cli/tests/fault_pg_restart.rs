@@ -6,22 +6,10 @@
 mod common;
 
 use common::net::Running;
+use common::outbox_at as outbox;
 use outbox_tempdb::EmbeddedPostgres;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-fn outbox(url: &str, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_outbox"));
-    for (k, _) in std::env::vars() {
-        if k.starts_with("OUTBOX_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.env("DATABASE_URL", url)
-        .env_remove("RUST_LOG")
-        .args(args);
-    cmd
-}
 
 async fn query(url: &str, sql: &str) -> Option<i64> {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)

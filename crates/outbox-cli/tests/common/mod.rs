@@ -24,6 +24,14 @@ pub fn binary() -> std::ffi::OsString {
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_outbox").into())
 }
 
+/// `outbox args…` against the database at `url` (a private server the
+/// test started), with no `OUTBOX_*` variable.
+pub fn outbox_at(url: &str, args: &[&str]) -> Command {
+    let mut cmd = bare(args);
+    cmd.env("DATABASE_URL", url);
+    cmd
+}
+
 /// `outbox args…` with `DATABASE_URL` set and no `OUTBOX_*` variable.
 pub fn bare(args: &[&str]) -> Command {
     let mut cmd = Command::new(binary());
