@@ -12,7 +12,7 @@ use axum::Router;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use outbox_relay::metrics as m;
 use outbox_relay::publishers::AnyPublisher;
-use outbox_relay::{Publisher, Store};
+use outbox_relay::{Admin, Publisher, Store};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,7 +114,7 @@ pub fn install_recorder() -> anyhow::Result<PrometheusHandle> {
 /// What `/readyz` checks.
 #[derive(Debug)]
 pub struct Probes {
-    store: Store,
+    admin: Admin,
     publisher: Arc<AnyPublisher>,
     last: Mutex<Option<(Instant, Readiness)>>,
 }
@@ -147,7 +147,7 @@ impl Probes {
     /// Probes over the relay's store and publisher.
     pub fn new(store: Store, publisher: Arc<AnyPublisher>) -> Self {
         Self {
-            store,
+            admin: Admin::new(store),
             publisher,
             last: Mutex::new(None),
         }
@@ -165,7 +165,7 @@ impl Probes {
         let timed = |what: &str| format!("no answer within {PROBE_TIMEOUT:?} ({what})");
         let (database, publisher) = tokio::join!(
             async {
-                match tokio::time::timeout(PROBE_TIMEOUT, self.store.ping()).await {
+                match tokio::time::timeout(PROBE_TIMEOUT, self.admin.ping()).await {
                     Ok(r) => r.map_err(|e| outbox_relay::error_chain(&e)),
                     Err(_) => Err(timed("database")),
                 }
@@ -239,7 +239,7 @@ pub async fn bind(
     let page_store = if ui_token.is_some() || !beyond {
         Some(page_store(
             &page.database_url,
-            probes.store.schema().clone(),
+            probes.admin.schema().clone(),
         )?)
     } else {
         None

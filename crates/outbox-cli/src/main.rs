@@ -4,8 +4,9 @@
 //! its own statements on its business table in `sql.rs`); the effective
 //! configuration (file < env < flags) in `config/`; the relay's HTTP server
 //! in `http.rs`, and the operator page it and `outbox ui` serve in `ui/`.
-//! The CLI holds no SQL of the engine: it calls `outbox_relay::Store` and
-//! the publishers.
+//! The CLI holds no SQL of the engine, whose store is private: it reads
+//! through `outbox_relay::Admin` (migrations, counts, the page's snapshot),
+//! `DeadLetters` and `Archiver`, and runs `Relay` and the publishers.
 
 mod cmd;
 mod db;

@@ -5,7 +5,7 @@
 //! each, so it never holds locks or a snapshot for long and the relay keeps
 //! claiming meanwhile. Unsent rows (pending, processing, failed) are never
 //! touched: the statements read only `messages_sent` and dead rows.
-//! No SQL here; see [`crate::store`].
+//! No SQL here: the statements are the store's, private to this crate.
 
 use crate::store::{ArchiveBatch, ArchiveBatchParams, Store};
 use crate::{Error, Result};

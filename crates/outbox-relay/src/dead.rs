@@ -1,6 +1,7 @@
 //! Dead-letter handling: list, show, replay and purge messages that went
-//! `dead` (retries used up, or a permanent error). No SQL here; see
-//! [`crate::store`].
+//! `dead` (retries used up, or a permanent error). No SQL here: the
+//! statements are the store's, private to this crate; the types shown are
+//! in [`crate::admin`].
 //!
 //! A replay is all or nothing: asked to replay ids of which some are not
 //! dead (not found, already replayed, archived, never dead), it replays none

@@ -2,12 +2,17 @@
 //! least once.
 //!
 //! # Layout
-//! - [`store`]: every database call of the engine, one function per
-//!   statement, and the types they return ([`store::Claimed`],
-//!   [`store::ClaimSnapshot`], [`store::Lease`], ...); the SQL text is in
-//!   `store/sql/`, private to this crate, every result column named and
-//!   read by name. `store` imports nothing of `relay`: the arrow goes one
-//!   way, relay → store.
+//! - `store` (private): every database call of the engine, one function per
+//!   statement, and the types they return; the SQL text is in `store/sql/`,
+//!   every result column named and read by name, every row read checked.
+//!   `store` imports nothing of `relay`: the arrow goes one way, relay →
+//!   store. Outside this crate only the [`Store`] handle is seen
+//!   (`Store::new(pool, schema)`, what [`Relay::new`] and the other handles
+//!   take).
+//! - [`admin`]: what other crates may read through the store ([`Admin`]:
+//!   migrations, counts, ages, ping, the operator page's snapshot), the
+//!   value types shown ([`admin::Timestamp`], [`admin::DeadMessage`], ...),
+//!   and the checked read [`admin::get`].
 //! - [`relay`]: the loop — claim (leased, `FOR UPDATE SKIP LOCKED`), publish
 //!   outside any transaction, settle in one statement guarded by the lease.
 //! - [`publisher`]: the [`Publisher`] trait and its typed errors.
@@ -24,6 +29,7 @@
 //! - Benchmarks are not here: the `outbox-bench` crate drives this engine
 //!   (the `outbox bench` scenarios).
 
+pub mod admin;
 pub mod archive;
 pub mod backlog;
 mod clock;
@@ -40,8 +46,9 @@ pub mod publishers;
 pub mod redact;
 pub mod relay;
 pub mod retry;
-pub mod store;
+mod store;
 
+pub use admin::Admin;
 pub use archive::{ArchiveStats, Archiver};
 pub use backlog::BacklogGauges;
 pub use clock::{Clock, ManualClock, SystemClock};
@@ -62,7 +69,7 @@ pub use store::Store;
 /// to send a byte that is not UTF-8 to a UTF-8 client, failing the whole
 /// statement (one such row stopped every claim of every relay, and every
 /// `dead list`). Raw, the bytes reach the relay, whose checked reads fail
-/// that row alone, naming the column ([`store::decode`]).
+/// that row alone, naming the column ([`admin::get`]).
 pub fn pool(url: &str, max_size: usize) -> Result<deadpool_postgres::Pool> {
     pool_for(connect::target(url)?, max_size)
 }

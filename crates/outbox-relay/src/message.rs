@@ -89,7 +89,7 @@ impl std::fmt::Display for Payload {
 
 /// Strict: text that is not UTF-8 (a `SQL_ASCII` database may hold it) is
 /// an error, so that such a payload is dead-lettered rather than published
-/// altered. [`crate::store::LossyPayload`] reads it for showing.
+/// altered. The store reads it for showing as its `LossyPayload`.
 impl<'a> tokio_postgres::types::FromSql<'a> for Payload {
     fn from_sql(
         ty: &tokio_postgres::types::Type,

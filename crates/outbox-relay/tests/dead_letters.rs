@@ -197,7 +197,7 @@ async fn newest_and_replay_matching_a_text_filter() {
     .await;
     let d = letters(&t);
     let ids =
-        |v: Vec<outbox_relay::store::DeadSummary>| v.into_iter().map(|m| m.id).collect::<Vec<_>>();
+        |v: Vec<outbox_relay::admin::DeadSummary>| v.into_iter().map(|m| m.id).collect::<Vec<_>>();
     assert_eq!(
         ids(d.newest(None, None, 10).await.unwrap()),
         [new, other, old]

@@ -2,13 +2,14 @@
 //! of an aggregate is handed to the publisher only after message k is sent
 //! or dead, through retries, releases, several pipelines and several
 //! relays. In-process relays on a fresh schema each; the order oracle is
-//! `outbox_testkit::ordering`. The buckets behind it: `buckets.rs`; two
+//! `outbox_testkit::ordering`. The buckets behind it: `src/store/tests/buckets.rs`; two
 //! relays racing: `ordering_race.rs`.
 
 mod support;
 
-use outbox_relay::store::ReplayParams;
-use outbox_relay::{ErrorClass, Publisher, Relay, RelayConfig, RetryPolicy, Store};
+use outbox_relay::{
+    DeadLetters, ErrorClass, Publisher, Relay, RelayConfig, ReplayTarget, RetryPolicy, Store,
+};
 use outbox_testkit::ordering::{
     first_deliveries_out_of_order, live_messages, sent_order_violations,
 };
@@ -219,18 +220,8 @@ async fn replay_puts_the_message_back_at_the_head() {
 
     let s = r.run_once().await.unwrap();
     assert_eq!((s.dead, s.released, s.marked_sent), (1, 2, 1), "{s:?}");
-    let client = t.pool.get().await.unwrap();
-    let replayed = r
-        .store()
-        .replay_dead_messages(
-            &**client,
-            ReplayParams {
-                ids: Some(&[k]),
-                topic: None,
-                replayed_by: Some("test"),
-                text: None,
-            },
-        )
+    let replayed = DeadLetters::new(r.store().clone())
+        .replay(&ReplayTarget::Ids(vec![k]), Some("test"))
         .await
         .unwrap();
     assert_eq!(replayed, vec![k]);

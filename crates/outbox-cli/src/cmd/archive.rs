@@ -3,7 +3,7 @@ use crate::config::Settings;
 use indicatif::{ProgressBar, ProgressStyle};
 use outbox_cli::usage;
 use outbox_relay::archive::Config;
-use outbox_relay::{Archiver, Store};
+use outbox_relay::{Admin, Archiver, Store};
 use std::io::IsTerminal;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -42,7 +42,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     let url = crate::db::require_url(settings.database_url.clone())?;
     let pool = crate::db::connect(&url, 2).await?;
     let store = Store::new(pool, settings.schema.clone());
-    store.check_migrated().await?;
+    Admin::new(store.clone()).check_migrated().await?;
     let archiver = Archiver::new(store, config)?;
 
     // The bar needs a count, which costs a scan: only for a person watching.

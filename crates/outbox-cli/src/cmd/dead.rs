@@ -2,9 +2,9 @@ use super::parse_duration;
 use anyhow::anyhow;
 use outbox::Schema;
 use outbox_cli::terminal::{printable, printable_json};
+use outbox_relay::admin::{cut, DeadMessage, Timestamp};
 use outbox_relay::dead::DeadRow;
-use outbox_relay::store::{cut, DeadMessage, Timestamp};
-use outbox_relay::{DeadLetters, Error, Payload, ReplayTarget, Store};
+use outbox_relay::{Admin, DeadLetters, Error, Payload, ReplayTarget, Store};
 use serde::Serialize;
 use std::borrow::Cow;
 use std::time::Duration;
@@ -79,7 +79,7 @@ enum Action {
 pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
     let pool = crate::db::connect(&crate::db::require_url(url)?, 2).await?;
     let store = Store::new(pool, schema);
-    store.check_migrated().await?;
+    Admin::new(store.clone()).check_migrated().await?;
     let dead = DeadLetters::new(store);
     match args.action {
         Action::List { topic, limit, json } => {

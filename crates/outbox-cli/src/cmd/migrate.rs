@@ -1,6 +1,6 @@
 use outbox::sql::{latest_version, MIGRATIONS};
 use outbox::Schema;
-use outbox_relay::Store;
+use outbox_relay::{Admin, Store};
 
 /// `outbox migrate`.
 #[derive(Debug, clap::Args)]
@@ -20,8 +20,8 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     }
     let pool = crate::db::connect(&crate::db::require_url(url)?, 1).await?;
     if args.dry_run {
-        let store = Store::new(pool.clone(), schema.clone());
-        let before = store.recorded_migrations().await?.unwrap_or_default();
+        let admin = Admin::new(Store::new(pool.clone(), schema.clone()));
+        let before = admin.recorded_migrations().await?.unwrap_or_default();
         println!("schema {schema}: {}", would_apply(&before));
         return Ok(());
     }

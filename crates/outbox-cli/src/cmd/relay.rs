@@ -1,7 +1,7 @@
 use crate::config::{Key, Settings, KEYS};
 use crate::http;
 use outbox_relay::publishers::{AnyPublisher, PublisherContext};
-use outbox_relay::{Relay, Store};
+use outbox_relay::{Admin, Relay, Store};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -95,7 +95,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     .await?;
     let schema = settings.schema.clone();
     let store = Store::new(pool.clone(), schema.clone());
-    store.check_migrated().await?;
+    Admin::new(store.clone()).check_migrated().await?;
     let ctx = PublisherContext {
         pool,
         schema,

@@ -1,8 +1,8 @@
 use anyhow::bail;
 use outbox::Schema;
 use outbox_cli::terminal::printable_json;
-use outbox_relay::store::{cut, TopicCounts};
-use outbox_relay::Store;
+use outbox_relay::admin::{cut, TopicCounts};
+use outbox_relay::{Admin, Store};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -32,11 +32,11 @@ const ARCHIVED: [(&str, &str); 2] = [("sent", "archived_sent"), ("dead", "archiv
 
 pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
     let pool = crate::db::connect(&crate::db::require_url(url)?, 1).await?;
-    let store = Store::new(pool, schema);
-    store.check_migrated().await?;
+    let admin = Admin::new(Store::new(pool, schema));
+    admin.check_migrated().await?;
     let topic = args.topic.as_deref();
-    let by_topic = store.count_by_topic(topic).await?;
-    let oldest = store.oldest_waiting_age_of(topic).await?;
+    let by_topic = admin.count_by_topic(topic).await?;
+    let oldest = admin.oldest_waiting_age(topic).await?;
     let mut totals = TopicCounts::new();
     for counts in by_topic.values() {
         for (status, n) in counts {
@@ -59,7 +59,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
             })
             .collect();
         let v = serde_json::json!({
-            "schema": store.schema().name(),
+            "schema": admin.schema().name(),
             "topic": topic.map(|t| cut(t, TOPIC)),
             "counts": live(&totals),
             "archived": archived(&totals),

@@ -71,7 +71,9 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     // the page's own small pool with a statement timeout.
     drop(crate::db::connect(&url, 1).await?);
     let store = crate::http::page_store(&url, schema)?;
-    store.check_migrated().await?;
+    outbox_relay::Admin::new(store.clone())
+        .check_migrated()
+        .await?;
     let listener = tokio::net::TcpListener::bind(args.addr)
         .await
         .with_context(|| format!("cannot serve the operator page on {}", args.addr))?;

@@ -23,7 +23,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use outbox_relay::{DeadLetters, Store};
+use outbox_relay::{Admin, DeadLetters, Store};
 use snapshot::Snapshot;
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -98,7 +98,7 @@ struct Ui {
 }
 
 struct Inner {
-    store: Store,
+    admin: Admin,
     dead: DeadLetters,
     auth: Auth,
     snapshots: watch::Sender<Arc<Snapshot>>,
@@ -125,7 +125,7 @@ pub fn router(
     let ui = Ui {
         inner: Arc::new(Inner {
             dead: DeadLetters::new(store.clone()),
-            store,
+            admin: Admin::new(store),
             auth: Auth::new(options.token.clone()),
             snapshots: tx,
             wake: Notify::new(),
@@ -270,7 +270,7 @@ async fn index(State(ui): State<Ui>, RawQuery(q): RawQuery, headers: HeaderMap) 
     if !ui.may_read(&headers) {
         return page::html(
             StatusCode::OK,
-            page::sign_in_only(ui.inner.store.schema().name()),
+            page::sign_in_only(ui.inner.admin.schema().name()),
         );
     }
     let q = pairs(q.as_deref().unwrap_or(""));
@@ -295,7 +295,7 @@ async fn index(State(ui): State<Ui>, RawQuery(q): RawQuery, headers: HeaderMap) 
     };
     let flash = page::Flash::from_query(&q);
     let view = page::IndexView {
-        schema: ui.inner.store.schema().name(),
+        schema: ui.inner.admin.schema().name(),
         snap: &snap,
         dead: &dead,
         dead_error: dead_error.as_deref(),
@@ -356,7 +356,7 @@ async fn detail(State(ui): State<Ui>, Path(id): Path<String>, headers: HeaderMap
         Ok(m) => page::html(
             StatusCode::OK,
             page::detail(
-                ui.inner.store.schema().name(),
+                ui.inner.admin.schema().name(),
                 &m,
                 ui.inner.auth.access(&headers),
             ),

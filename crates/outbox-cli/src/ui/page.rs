@@ -9,7 +9,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use maud::{html, Markup, DOCTYPE};
-use outbox_relay::store::{cut, DeadMessage, DeadSummary, Timestamp};
+use outbox_relay::admin::{cut, DeadMessage, DeadSummary, Timestamp};
 use std::time::Duration;
 
 /// What a request may do, for the page to show the right controls.

@@ -6,7 +6,7 @@
 
 use super::{Ui, LIVE_DEAD, MAX_RELAYS, MAX_TOPICS, SHOWN_TEXT};
 use chrono::{DateTime, Utc};
-use outbox_relay::store::{cut, DeadSummary, HotCount, RecentReplay, Timestamp};
+use outbox_relay::admin::{cut, DeadSummary, HotCount, RecentReplay, RegisteredRelay, Timestamp};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -114,7 +114,7 @@ struct Counts {
     oldest: Option<Duration>,
     sent_inserted: Option<i64>,
     sent_estimate: i64,
-    registered: Vec<outbox_relay::store::RegisteredRelay>,
+    registered: Vec<RegisteredRelay>,
     dead: Vec<DeadSummary>,
     replays: Vec<RecentReplay>,
 }
@@ -122,13 +122,13 @@ struct Counts {
 /// One statement after the other on one pooled connection at a time:
 /// inside a relay the page must not take the pipelines' connections.
 async fn count(ui: &Ui) -> outbox_relay::Result<Counts> {
-    let store = &ui.inner.store;
-    let hot = store.ui_hot_counts().await?;
-    let oldest = store.oldest_pending_age_of(None).await?;
-    let sent = store.ui_sent_counters().await?;
-    let registered = store.ui_relays().await?;
+    let admin = &ui.inner.admin;
+    let hot = admin.hot_counts().await?;
+    let oldest = admin.oldest_claimable_age(None).await?;
+    let sent = admin.sent_counters().await?;
+    let registered = admin.relays().await?;
     let dead = ui.inner.dead.newest(None, None, LIVE_DEAD).await?;
-    let replays = store.ui_recent_replays(REPLAYS).await?;
+    let replays = admin.recent_replays(REPLAYS).await?;
     Ok(Counts {
         hot,
         oldest,

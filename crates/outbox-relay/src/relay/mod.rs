@@ -1,5 +1,6 @@
 //! The relay: claim a batch (leased), publish it outside any transaction,
-//! settle it in one statement. No SQL here; see [`crate::store`].
+//! settle it in one statement. No SQL here: the statements are the
+//! store's (`crate::store`, private to this crate).
 //!
 //! - `config.rs`: every knob, its default and its validation.
 //! - `publish.rs`: publishing a batch under its lease, within the deadline.

@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 impl<P: Publisher> Relay<P> {
-    /// Checks the schema version ([`crate::Store::check_migrated`]), then
+    /// Checks the schema version ([`crate::Admin::check_migrated`]), then
     /// runs until `shutdown` is cancelled, then lets each batch in flight
     /// finish publishing for up to `shutdown_grace` (releasing its claims if
     /// it does not) and settles it before returning. Database and publisher

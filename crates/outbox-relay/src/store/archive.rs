@@ -32,7 +32,7 @@ pub struct ArchiveBatchParams {
 impl Store {
     /// `now() - older_than` on the database's clock, so the cutoff does not
     /// depend on this machine's clock.
-    pub async fn archive_cutoff(&self, older_than: Duration) -> Result<DateTime<Utc>> {
+    pub(crate) async fn archive_cutoff(&self, older_than: Duration) -> Result<DateTime<Utc>> {
         let client = self.client().await?;
         let row = client
             .query_one(&self.q.archive.cutoff, &[&older_than.as_secs_f64()])
@@ -41,7 +41,7 @@ impl Store {
     }
 
     /// How many `(sent, dead)` rows are older than `cutoff`.
-    pub async fn count_archivable(&self, cutoff: DateTime<Utc>) -> Result<(u64, u64)> {
+    pub(crate) async fn count_archivable(&self, cutoff: DateTime<Utc>) -> Result<(u64, u64)> {
         let client = self.client().await?;
         let sent: i64 = super::decode::get(
             &client
@@ -60,7 +60,7 @@ impl Store {
 
     /// Moves or deletes one batch in one statement (its own short
     /// transaction); returns the rows it took.
-    pub async fn archive_batch(&self, p: ArchiveBatchParams) -> Result<u64> {
+    pub(crate) async fn archive_batch(&self, p: ArchiveBatchParams) -> Result<u64> {
         let q = &self.q.archive;
         let sql = match p.kind {
             ArchiveBatch::MoveSent => &q.move_sent,

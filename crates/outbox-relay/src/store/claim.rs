@@ -26,9 +26,6 @@ pub struct Claimed {
     pub messages: Vec<Message>,
     /// `None` when nothing was claimed.
     pub lease: Option<Lease>,
-    /// The snapshot the claim ran under; `None` when nothing was claimed
-    /// (a filtered claim always has one: see `scanned_upto`).
-    pub snapshot: Option<ClaimSnapshot>,
     /// Claimed rows that cannot be published as they are, with the reason
     /// (headers that break the envelope's rule); they are in `messages` too,
     /// with no headers, and must be dead-lettered rather than published.
@@ -56,7 +53,8 @@ pub struct RawClaim {
     pub(super) rows: Vec<Row>,
     /// As [`Claimed::lease`].
     pub lease: Option<Lease>,
-    /// As [`Claimed::snapshot`].
+    /// The snapshot the claim ran under; `None` when nothing was claimed
+    /// (a filtered claim always has one: see `scanned_upto`).
     pub snapshot: Option<ClaimSnapshot>,
     /// As [`Claimed::keys`].
     pub keys: std::collections::HashMap<i64, i64>,
@@ -75,7 +73,7 @@ fn id_span(ids: impl Iterator<Item = i64>) -> Option<(i64, i64)> {
 }
 
 impl RawClaim {
-    /// As [`Claimed::id_range`].
+    /// The lowest and highest id claimed, payload loaded or not.
     pub fn id_range(&self) -> Option<(i64, i64)> {
         id_span(
             self.rows
@@ -112,24 +110,11 @@ impl RawClaim {
         Claimed {
             messages,
             lease: self.lease,
-            snapshot: self.snapshot,
             refused,
             unloadable,
             keys: self.keys,
             scanned_upto: self.scanned_upto,
         }
-    }
-}
-
-impl Claimed {
-    /// The lowest and highest id claimed, payload loaded or not.
-    pub fn id_range(&self) -> Option<(i64, i64)> {
-        id_span(
-            self.messages
-                .iter()
-                .map(|m| m.id)
-                .chain(self.unloadable.iter().map(|t| t.0)),
-        )
     }
 }
 

@@ -14,8 +14,8 @@ use uuid::Uuid;
 /// whatever a producer could write is held: payload and headers as their
 /// stored JSON text (any depth, any number), times as [`Timestamp`]
 /// (infinities, years chrono cannot hold), text with bytes that are not
-/// UTF-8 replaced ([`Lossy`]). Values are whole; a caller printing them
-/// cuts them ([`cut`](super::decode::cut)).
+/// UTF-8 replaced. Values are whole; a caller printing them cuts them
+/// ([`cut`](super::decode::cut)).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeadMessage {
     /// Row id.
@@ -36,8 +36,9 @@ pub struct DeadMessage {
     pub payload: Payload,
     /// Headers, as stored.
     pub headers: Payload,
-    /// `dead` for a dead-letter; [`crate::store::Store::get_dead_message`]
-    /// also returns other statuses so callers can say what the row is.
+    /// `dead` for a dead-letter; the store's read of one message returns
+    /// any status, so that [`DeadLetters::show`](crate::DeadLetters::show)
+    /// can say what a row that is not dead is.
     pub status: String,
     /// Publication attempts made.
     pub attempts: i32,
@@ -110,7 +111,7 @@ impl Store {
     /// Dead messages in id order (see `DeadQueries::list` for what counts
     /// as dead); a row that cannot be read is an [`UnreadableRow`] in its
     /// place.
-    pub async fn list_dead_messages(&self, p: DeadListParams<'_>) -> Result<Vec<DeadRow>> {
+    pub(crate) async fn list_dead_messages(&self, p: DeadListParams<'_>) -> Result<Vec<DeadRow>> {
         let client = self.client().await?;
         let rows = client
             .query(&self.q.dead.list, &[&p.topic, &p.limit])
@@ -124,7 +125,7 @@ impl Store {
     }
 
     /// Dead messages matching `p`, the newest death first, at most `limit`.
-    pub async fn newest_dead_messages(
+    pub(crate) async fn newest_dead_messages(
         &self,
         p: DeadFilterParams<'_>,
         limit: i64,
@@ -148,7 +149,7 @@ impl Store {
     }
 
     /// How many dead messages match `p`.
-    pub async fn count_dead_matching(&self, p: DeadFilterParams<'_>) -> Result<i64> {
+    pub(crate) async fn count_dead_matching(&self, p: DeadFilterParams<'_>) -> Result<i64> {
         let client = self.client().await?;
         let row = client
             .query_one(&self.q.dead.count_matching, &[&p.topic, &p.text])
@@ -157,7 +158,7 @@ impl Store {
     }
 
     /// The message `id`, whatever its status, if it is in a live table.
-    pub async fn get_dead_message(&self, id: i64) -> Result<Option<DeadMessage>> {
+    pub(crate) async fn get_dead_message(&self, id: i64) -> Result<Option<DeadMessage>> {
         let client = self.client().await?;
         let row = client.query_opt(&self.q.dead.get, &[&id]).await?;
         row.as_ref().map(dead_from_row).transpose()
@@ -166,7 +167,7 @@ impl Store {
     /// Sends matching dead rows back to `pending` and records each replay,
     /// in one statement, on `client` (so a caller can wrap it in its own
     /// transaction). Returns the replayed ids, sorted.
-    pub async fn replay_dead_messages(
+    pub(crate) async fn replay_dead_messages(
         &self,
         client: &(impl tokio_postgres::GenericClient + Sync),
         p: ReplayParams<'_>,
@@ -187,7 +188,7 @@ impl Store {
 
     /// How many dead rows matching `p` a replay skips because their headers
     /// break the schema's rule (`p.replayed_by` is ignored).
-    pub async fn count_unreplayable(&self, p: ReplayParams<'_>) -> Result<i64> {
+    pub(crate) async fn count_unreplayable(&self, p: ReplayParams<'_>) -> Result<i64> {
         let client = self.client().await?;
         let row = client
             .query_one(&self.q.dead.unreplayable, &[&p.ids, &p.topic, &p.text])
@@ -196,7 +197,7 @@ impl Store {
     }
 
     /// `(id, status)` of those of `ids` still in a live table.
-    pub async fn message_statuses(
+    pub(crate) async fn message_statuses(
         &self,
         client: &(impl tokio_postgres::GenericClient + Sync),
         ids: &[i64],
@@ -208,7 +209,7 @@ impl Store {
     }
 
     /// Deletes dead rows that died more than `older_than` ago; returns how many.
-    pub async fn purge_dead_messages(&self, older_than: Duration) -> Result<u64> {
+    pub(crate) async fn purge_dead_messages(&self, older_than: Duration) -> Result<u64> {
         let client = self.client().await?;
         client
             .execute(&self.q.dead.purge, &[&older_than.as_secs_f64()])

@@ -8,7 +8,6 @@ use deadpool_postgres::Pool;
 use outbox::sql::SchemaVersion;
 use outbox::Schema;
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,17 +16,23 @@ mod archive;
 mod claim;
 pub(crate) mod conn;
 mod dead;
-pub mod decode;
+pub(crate) mod decode;
 mod order;
 mod sql;
 mod stats;
+#[cfg(test)]
+mod tests;
 mod ui;
 
-pub use archive::{ArchiveBatch, ArchiveBatchParams};
-pub use claim::{ClaimSnapshot, Claimed, RawClaim};
-pub use dead::{DeadFilterParams, DeadListParams, DeadMessage, DeadSummary, ReplayParams};
-pub use decode::{cut, Lossy, LossyPayload, Timestamp};
-pub use order::{BucketSet, Heartbeat, BUCKETS};
+pub(crate) use archive::{ArchiveBatch, ArchiveBatchParams};
+// The relay's public claim cursor reads it (`relay::ClaimSnapshot`).
+pub use claim::ClaimSnapshot;
+pub(crate) use claim::{Claimed, RawClaim};
+pub(crate) use dead::{DeadFilterParams, DeadListParams, ReplayParams};
+// Shown by the admin API ([`crate::admin`]).
+pub use dead::{DeadMessage, DeadSummary};
+pub use decode::{cut, Timestamp};
+pub(crate) use order::{BucketSet, BUCKETS};
 pub use stats::{Backlog, TopicCounts};
 pub use ui::{HotCount, RecentReplay, RegisteredRelay, SentCounters};
 
@@ -71,7 +76,7 @@ pub struct Lease {
 /// Four: two relays, each owning half the aggregates, still fill a batch.
 const SCAN_PER_ROW: i64 = 4;
 
-/// Parameters of [`Store::claim_messages`].
+/// Parameters of [`Store::claim_rows`].
 #[derive(Debug, Clone)]
 pub struct ClaimParams<'a> {
     /// At most this many rows.
@@ -169,14 +174,9 @@ impl Store {
 
     /// This store with every database call (taking a connection, then the
     /// statement) bounded by `deadline` instead of [`DEFAULT_DEADLINE`].
-    pub fn with_deadline(mut self, deadline: Duration) -> Self {
+    pub(crate) fn with_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = deadline;
         self
-    }
-
-    /// The deadline of each database call.
-    pub fn deadline(&self) -> Duration {
-        self.deadline
     }
 
     /// A pooled connection for one statement, counted, taken within the
@@ -211,7 +211,7 @@ impl Store {
     }
 
     /// The connection pool.
-    pub fn pool(&self) -> &Pool {
+    pub(crate) fn pool(&self) -> &Pool {
         &self.pool
     }
 
@@ -219,7 +219,7 @@ impl Store {
     /// [`Error::NotMigrated`] without outbox tables, [`Error::SchemaBehind`]
     /// when a migration is missing, [`Error::SchemaAhead`] when a newer
     /// build migrated it. Run it before touching the outbox tables.
-    pub async fn check_migrated(&self) -> Result<()> {
+    pub(crate) async fn check_migrated(&self) -> Result<()> {
         let Some(recorded) = self.recorded_migrations().await? else {
             return Err(Error::NotMigrated(self.schema.to_string()));
         };
@@ -233,7 +233,7 @@ impl Store {
 
     /// The migration versions recorded in the schema, or `None` if it has
     /// no outbox tables.
-    pub async fn recorded_migrations(&self) -> Result<Option<Vec<i32>>> {
+    pub(crate) async fn recorded_migrations(&self) -> Result<Option<Vec<i32>>> {
         let client = self.client().await?;
         let row = client.query_one(&self.q.is_migrated, &[]).await?;
         let (tables, recorded): (bool, bool) = (
@@ -251,16 +251,12 @@ impl Store {
         Ok(Some(versions.collect::<Result<_>>()?))
     }
 
-    /// Claims up to `limit` due messages in one statement.
-    pub async fn claim_messages(&self, p: ClaimParams<'_>) -> Result<Claimed> {
-        Ok(self.claim_rows(p).await?.decode())
-    }
-
-    /// [`Self::claim_messages`] with the rows not yet decoded: what the
-    /// claim cursor and the gates need, without the payloads parsed. With
-    /// ordering on, claims take turns; decoding after the turn is given
-    /// back keeps it out of what they wait for.
-    pub async fn claim_rows(&self, p: ClaimParams<'_>) -> Result<RawClaim> {
+    /// Claims up to `limit` due messages in one statement, the rows not
+    /// yet decoded ([`RawClaim::decode`]): what the claim cursor and the
+    /// gates need, without the payloads parsed. With ordering on, claims
+    /// take turns; decoding after the turn is given back keeps it out of
+    /// what they wait for.
+    pub(crate) async fn claim_rows(&self, p: ClaimParams<'_>) -> Result<RawClaim> {
         let client = self.client().await?;
         let base: [&dyn conn::Param; 5] = [
             &p.limit,
@@ -341,7 +337,7 @@ impl Store {
     /// sent table's key, and the batch would be published again at every
     /// lease expiry: those rows go dead instead, their reason saying they
     /// were published, and the rest settle as asked.
-    pub async fn settle_messages(&self, lease: &Lease, p: &SettleParams) -> Result<Settled> {
+    pub(crate) async fn settle_messages(&self, lease: &Lease, p: &SettleParams) -> Result<Settled> {
         match self.settle_once(lease, p).await {
             Err(Error::Database(e)) if is_sent_key_clash(&e) => {
                 let client = self.client().await?;
@@ -407,7 +403,7 @@ impl Store {
 
     /// Extends the lease of the rows of `ids` still held under `lease`.
     /// Returns the new lease, or `None` if no row is held any more.
-    pub async fn extend_lease(&self, lease: &Lease, ids: &[i64]) -> Result<Option<Lease>> {
+    pub(crate) async fn extend_lease(&self, lease: &Lease, ids: &[i64]) -> Result<Option<Lease>> {
         let client = self.client().await?;
         let rows = client
             .query(
@@ -427,7 +423,7 @@ impl Store {
     /// Settles `processing` rows whose claim is older than the lease as a
     /// failed attempt: `failed` with the backoff for their attempts, or
     /// `dead` once max attempts is reached. Live claims are left alone.
-    pub async fn reap_expired_leases(&self, p: &ReapParams<'_>) -> Result<Vec<Reaped>> {
+    pub(crate) async fn reap_expired_leases(&self, p: &ReapParams<'_>) -> Result<Vec<Reaped>> {
         let client = self.client().await?;
         let steps: Vec<f64> = p.backoff.iter().map(Duration::as_secs_f64).collect();
         let rows = client
@@ -447,55 +443,12 @@ impl Store {
             })
             .collect()
     }
-
-    /// Message counts by status.
-    pub async fn count_messages_by_status(&self) -> Result<BTreeMap<String, i64>> {
-        let client = self.client().await?;
-        let rows = client.query(&self.q.count_by_status, &[]).await?;
-        let mut counts: BTreeMap<String, i64> = ["pending", "processing", "failed", "dead", "sent"]
-            .iter()
-            .map(|s| (s.to_string(), 0))
-            .collect();
-        for r in rows {
-            let status: decode::Lossy = decode::get(&r, "status")?;
-            *counts.entry(status.0).or_default() += decode::get::<i64>(&r, "count")?;
-        }
-        Ok(counts)
-    }
-
-    /// Age of the oldest message waiting to be published, if any.
-    pub async fn oldest_pending_age(&self) -> Result<Option<Duration>> {
-        let client = self.client().await?;
-        let row = client.query_opt(&self.q.oldest_pending_age, &[]).await?;
-        match row {
-            Some(r) => Ok(Some(age_seconds(decode::get(&r, "age_seconds")?))),
-            None => Ok(None),
-        }
-    }
 }
 
 /// Run on each new connection (see [`crate::pool`]): on a `SQL_ASCII`
 /// database, no conversion of what the server sends.
 pub(crate) fn sql_ascii_raw() -> &'static str {
     sql::SQL_ASCII_RAW
-}
-
-/// The text of statement `name` for `schema` (`claim`, `stats.backlog`,
-/// `stats.oldest_pending_age`): a hook for this crate's tests of query
-/// plans and settings, not an API.
-#[doc(hidden)]
-pub fn statement_for_tests(schema: &Schema, name: &str) -> Option<String> {
-    let q = Queries::new(schema);
-    Some(match name {
-        "claim" => q.claim,
-        "claim_ordered_filtered" => q.claim_ordered_filtered,
-        "stats.backlog" => q.stats.backlog,
-        "stats.oldest_pending_age" => q.stats.oldest_pending_age,
-        "ui.hot_counts" => q.ui.hot_counts,
-        "ui.sent_counters" => q.ui.sent_counters,
-        "dead.newest" => q.dead.newest,
-        _ => return None,
-    })
 }
 
 /// Whether `e` is a unique violation on `messages_sent`'s key.

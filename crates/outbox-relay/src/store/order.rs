@@ -86,7 +86,7 @@ pub struct Heartbeat {
 impl Store {
     /// Renews (or takes) this relay's registration and its fair share of
     /// buckets (`relay_heartbeat` in migration 7).
-    pub async fn relay_heartbeat(
+    pub(crate) async fn relay_heartbeat(
         &self,
         relay_id: &str,
         token: i64,
@@ -117,7 +117,7 @@ impl Store {
     }
 
     /// Removes this relay's registration and frees its buckets.
-    pub async fn relay_leave(&self, relay_id: &str, token: i64) -> Result<()> {
+    pub(crate) async fn relay_leave(&self, relay_id: &str, token: i64) -> Result<()> {
         let client = self.client().await?;
         client
             .execute(&self.q.relay_leave, &[&relay_id, &token])
@@ -127,7 +127,7 @@ impl Store {
 
     /// `(aggregate key, lowest live id)` of every aggregate in `buckets`
     /// with a message in flight or waiting for a retry.
-    pub async fn held_in_buckets(&self, buckets: &BucketSet) -> Result<Vec<(i64, i64)>> {
+    pub(crate) async fn held_in_buckets(&self, buckets: &BucketSet) -> Result<Vec<(i64, i64)>> {
         let client = self.client().await?;
         let rows = client
             .query(&self.q.held_in_buckets, &[&buckets.as_bytes()])
@@ -144,7 +144,10 @@ impl Store {
 
     /// For each `(key, id)`, the aggregate's lowest live message at or
     /// above `id`, if any.
-    pub async fn next_live(&self, heads: &[(i64, i64)]) -> Result<Vec<(i64, i64, Option<i64>)>> {
+    pub(crate) async fn next_live(
+        &self,
+        heads: &[(i64, i64)],
+    ) -> Result<Vec<(i64, i64, Option<i64>)>> {
         let client = self.client().await?;
         let (keys, ids): (Vec<i64>, Vec<i64>) = heads.iter().copied().unzip();
         let rows = client.query(&self.q.next_live, &[&keys, &ids]).await?;

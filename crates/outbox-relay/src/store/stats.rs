@@ -37,7 +37,7 @@ pub type TopicCounts = BTreeMap<String, i64>;
 
 impl Store {
     /// The hot table's counts by status (cheap: see the `backlog` statement).
-    pub async fn count_backlog(&self) -> Result<Backlog> {
+    pub(crate) async fn count_backlog(&self) -> Result<Backlog> {
         let client = self.client().await?;
         let row = client.query_one(&self.q.stats.backlog, &[]).await?;
         Ok(Backlog {
@@ -50,7 +50,7 @@ impl Store {
 
     /// Every row of the outbox (hot, sent and archived) counted by topic and
     /// status; only `topic` if given. A full count: for `outbox stats`.
-    pub async fn count_by_topic(
+    pub(crate) async fn count_by_topic(
         &self,
         topic: Option<&str>,
     ) -> Result<BTreeMap<String, TopicCounts>> {
@@ -71,7 +71,10 @@ impl Store {
     /// Age of the oldest claimable message waiting to be published (of
     /// `topic`, if given), from the claimable index: one index scan, for
     /// the operator page's snapshot, which counts its scans.
-    pub async fn oldest_pending_age_of(&self, topic: Option<&str>) -> Result<Option<Duration>> {
+    pub(crate) async fn oldest_pending_age_of(
+        &self,
+        topic: Option<&str>,
+    ) -> Result<Option<Duration>> {
         Ok(self
             .oldest_of(&self.q.stats.oldest_pending_age, topic)
             .await?
@@ -82,7 +85,10 @@ impl Store {
     /// given): the oldest claimable one, or an older row left `pending` or
     /// `failed` with a `dead_at` (never claimed, so waiting forever). For
     /// `outbox stats` and the backlog gauge.
-    pub async fn oldest_waiting_age_of(&self, topic: Option<&str>) -> Result<Option<Duration>> {
+    pub(crate) async fn oldest_waiting_age_of(
+        &self,
+        topic: Option<&str>,
+    ) -> Result<Option<Duration>> {
         // Two statements, not one: the first keeps its plan (the claimable
         // index, read from its start); the second reads the dead index.
         let claimable = self
@@ -110,7 +116,7 @@ impl Store {
     }
 
     /// One round trip to the database: the readiness probe.
-    pub async fn ping(&self) -> Result<()> {
+    pub(crate) async fn ping(&self) -> Result<()> {
         let client = self.client().await?;
         client.simple(&self.q.stats.ping).await
     }

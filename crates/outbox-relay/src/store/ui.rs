@@ -79,7 +79,7 @@ impl Store {
     }
 
     /// The hot table by topic, status and (in flight) relay, in one pass.
-    pub async fn ui_hot_counts(&self) -> Result<Vec<HotCount>> {
+    pub(crate) async fn ui_hot_counts(&self) -> Result<Vec<HotCount>> {
         self.ui_rows(&self.q.ui.hot_counts, &[], |r| {
             Ok(HotCount {
                 topic: decode::get::<Lossy>(r, "topic")?.0,
@@ -93,7 +93,7 @@ impl Store {
     }
 
     /// The sent table's counters.
-    pub async fn ui_sent_counters(&self) -> Result<SentCounters> {
+    pub(crate) async fn ui_sent_counters(&self) -> Result<SentCounters> {
         let client = self.client().await?;
         let row = client.query_opt(&self.q.ui.sent_counters, &[]).await?;
         Ok(match row {
@@ -109,7 +109,7 @@ impl Store {
     }
 
     /// The relays registered for ordering per aggregate.
-    pub async fn ui_relays(&self) -> Result<Vec<RegisteredRelay>> {
+    pub(crate) async fn ui_relays(&self) -> Result<Vec<RegisteredRelay>> {
         self.ui_rows(&self.q.ui.relays, &[], |r| {
             Ok(RegisteredRelay {
                 relay_id: decode::get::<Lossy>(r, "relay_id")?.0,
@@ -122,7 +122,7 @@ impl Store {
     }
 
     /// The newest `limit` replays.
-    pub async fn ui_recent_replays(&self, limit: i64) -> Result<Vec<RecentReplay>> {
+    pub(crate) async fn ui_recent_replays(&self, limit: i64) -> Result<Vec<RecentReplay>> {
         self.ui_rows(&self.q.ui.recent_replays, &[&limit], |r| {
             Ok(RecentReplay {
                 id: decode::get(r, "id")?,

@@ -3,9 +3,9 @@
 use anyhow::{bail, Context};
 use deadpool_postgres::Pool;
 use outbox::{Delivery, Inbox, NewMessage, Outbox, Schema};
+use outbox_relay::admin::get;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::publishers::postgres::{published_after, published_count};
-use outbox_relay::store::decode::get;
 use outbox_relay::{Relay, RelayConfig, RetryPolicy, Store};
 use sql::DemoQueries;
 use std::sync::Arc;

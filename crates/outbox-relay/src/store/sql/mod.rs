@@ -145,10 +145,6 @@ pub(crate) struct Queries {
     /// Versions recorded in `schema_migrations` (run only when it exists):
     /// → `version int4` per row.
     pub(crate) recorded_migrations: String,
-    /// Counts by status (hot table and sent table): → `(status, count int8)`.
-    pub(crate) count_by_status: String,
-    /// `age_seconds` (`float8`) of the oldest claimable message, or no row.
-    pub(crate) oldest_pending_age: String,
 
     /// Dead-letter handling.
     pub(crate) dead: DeadQueries,
@@ -359,12 +355,6 @@ impl Queries {
                 s = schema.quoted()
             ),
             recorded_migrations: r("SELECT version FROM {schema}.schema_migrations ORDER BY version"),
-            count_by_status: r("SELECT status, count(*) AS count FROM {schema}.messages GROUP BY status \
-                 UNION ALL SELECT 'sent', count(*) FROM {schema}.messages_sent"),
-            oldest_pending_age: r("SELECT extract(epoch FROM now() - created_at)::float8 AS age_seconds \
-                   FROM {schema}.messages \
-                  WHERE status IN ('pending', 'failed') AND dead_at IS NULL \
-                  ORDER BY id LIMIT 1"),
             dead: DeadQueries::new(schema),
             archive: ArchiveQueries::new(schema),
             stats: StatsQueries::new(schema),

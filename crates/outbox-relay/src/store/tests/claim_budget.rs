@@ -3,17 +3,14 @@
 //! never loaded, its message dead-lettered naming the limit. Both count the
 //! whole row: payload, headers and the text columns.
 
-mod support;
-
-use outbox_relay::store::ClaimParams;
-use outbox_relay::{RelayConfig, Store};
+use super::{claim, sink_relay, store};
+use crate::publishers::postgres::PostgresPublisher;
+use crate::store::ClaimParams;
+use crate::{Relay, RelayConfig};
 use outbox_testkit::TestSchema;
 
-fn relay(
-    t: &TestSchema,
-    config: RelayConfig,
-) -> outbox_relay::Relay<outbox_relay::publishers::postgres::PostgresPublisher> {
-    support::sink_relay(t, "r", config)
+fn relay(t: &TestSchema, config: RelayConfig) -> Relay<PostgresPublisher> {
+    sink_relay(t, "r", config)
 }
 
 /// `n` rows by plain SQL, each payload `{"pad": "<bytes x's>"}`.
@@ -57,11 +54,8 @@ async fn a_fifty_megabyte_payload_goes_dead_unloaded_and_the_rest_are_sent() {
         .await;
 
     // The claim hands back its size, not its payload.
-    let store = Store::new(t.pool.clone(), t.schema.clone());
-    let claimed = store
-        .claim_messages(params(16 << 20, 1 << 20))
-        .await
-        .unwrap();
+    let store = store(&t);
+    let claimed = claim(&store, params(16 << 20, 1 << 20)).await;
     assert_eq!(claimed.messages.len(), 2);
     assert_eq!(claimed.unloadable.len(), 1);
     assert_eq!(
@@ -114,15 +108,12 @@ async fn the_byte_budget_splits_a_batch_and_always_takes_one_row() {
     let each = t
         .count(&format!("SELECT max({ROW_BYTES}) FROM {{schema}}.messages"))
         .await;
-    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let store = store(&t);
     // Three fit, the fourth would pass the budget.
-    let first = store
-        .claim_messages(params(3 * each + each / 2, 1 << 20))
-        .await
-        .unwrap();
+    let first = claim(&store, params(3 * each + each / 2, 1 << 20)).await;
     assert_eq!(first.messages.len(), 3);
     // A budget smaller than one payload still claims one.
-    let second = store.claim_messages(params(1, 1 << 20)).await.unwrap();
+    let second = claim(&store, params(1, 1 << 20)).await;
     assert_eq!(second.messages.len(), 1);
     assert!(second.messages[0].id > first.messages[2].id);
     // The rows past the budget were not claimed: still pending, untouched.
@@ -163,13 +154,10 @@ async fn headers_and_text_columns_count_toward_both_limits() {
     )
     .await;
     insert(&t, 2, 10).await;
-    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let store = store(&t);
     // A 1 MB budget takes one 600 kB row per claim (the first is always
     // taken), never both.
-    let first = store
-        .claim_messages(params(1_000_000, 2 << 20))
-        .await
-        .unwrap();
+    let first = claim(&store, params(1_000_000, 2 << 20)).await;
     assert_eq!((first.messages.len(), first.unloadable.len()), (1, 0));
     assert!(first.messages[0].headers["h"].len() == 600_000);
     t.exec("UPDATE {schema}.messages SET status = 'pending', locked_by = NULL, locked_at = NULL, attempts = 0")

@@ -1,13 +1,11 @@
 //! What a claim costs: it reads no more as settled rows pile up ahead of
 //! it, and it rewrites claimed rows in place (HOT updates).
 
-mod support;
-
-use outbox_relay::store::statement_for_tests;
-use outbox_relay::{RelayConfig, Store};
+use super::{claim, enqueue_n as enqueue, sink_relay as relay, statements, store};
+use crate::store::ClaimParams;
+use crate::RelayConfig;
 use outbox_testkit::TestSchema;
 use std::time::Duration;
-use support::{enqueue_n as enqueue, sink_relay as relay};
 
 /// Buffers (hit or read) that `statement` touches, run under EXPLAIN
 /// ANALYZE after `setup` in a transaction that is rolled back.
@@ -35,8 +33,8 @@ async fn buffers_read(client: &mut deadpool_postgres::Client, setup: &str, state
 async fn claim_cost_does_not_grow_with_settled_rows_ahead() {
     let t = TestSchema::new("relay_claim_cost").await;
     let claim_buffers = |t: &TestSchema| {
-        let sql = statement_for_tests(&t.schema, "claim")
-            .unwrap()
+        let sql = statements(t)
+            .claim
             .replace("$1", "500")
             .replace("$2", "'probe'")
             .replace("$3", &i64::MIN.to_string())
@@ -89,22 +87,18 @@ async fn claim_cost_does_not_grow_with_settled_rows_ahead() {
 async fn claims_are_hot_updates() {
     let t = TestSchema::new("relay_hot_claims").await;
     enqueue(&t, 2000, "t").await;
-    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let store = store(&t);
     let mut claimed = 0;
     for _ in 0..4 {
-        claimed += store
-            .claim_messages(outbox_relay::store::ClaimParams {
-                limit: 500,
-                relay_id: "hot",
-                from_id: i64::MIN,
-                max_batch_bytes: i64::MAX,
-                max_message_bytes: i64::MAX,
-                ordered: None,
-            })
-            .await
-            .unwrap()
-            .messages
-            .len();
+        let p = ClaimParams {
+            limit: 500,
+            relay_id: "hot",
+            from_id: i64::MIN,
+            max_batch_bytes: i64::MAX,
+            max_message_bytes: i64::MAX,
+            ordered: None,
+        };
+        claimed += claim(&store, p).await.messages.len();
     }
     assert_eq!(claimed, 2000);
     // Statistics reach the shared counters lazily; flush this backend's
@@ -166,12 +160,11 @@ async fn a_filtered_claim_reads_the_claimable_index_in_id_order() {
              ANALYZE {{schema}}.messages;"
         ))
         .await;
-        let store = Store::new(t.pool.clone(), t.schema.clone());
-        store
+        store(&t)
             .relay_heartbeat("probe", 1, "aggregate", Duration::from_secs(30))
             .await
             .unwrap();
-        let sql = statement_for_tests(&t.schema, "claim_ordered_filtered").unwrap();
+        let sql = statements(&t).claim_ordered_filtered;
         // A quarter of the buckets, and one aggregate held back.
         let owned = format!("'\\x{}'::bytea", "11".repeat(128));
         let mut client = t.pool.get().await.unwrap();

@@ -2,14 +2,11 @@
 //! fair shares between relays, the registration a claim needs, takeover
 //! fencing, and the key that picks a bucket.
 
-mod support;
-
-use outbox_relay::store::{BucketSet, ClaimParams, OrderFilter, BUCKETS};
-use outbox_relay::Store;
+use super::{claim as claim_decoded, enqueue_rows as enqueue, of, store as store_of};
+use crate::store::{BucketSet, ClaimParams, OrderFilter, BUCKETS};
 use outbox_testkit::TestSchema;
 use std::collections::HashMap;
 use std::time::Duration;
-use support::{enqueue_rows as enqueue, of};
 
 /// Owners of the buckets: relay id → buckets owned.
 async fn owners(t: &TestSchema) -> HashMap<String, i64> {
@@ -30,7 +27,7 @@ async fn owners(t: &TestSchema) -> HashMap<String, i64> {
 #[tokio::test]
 async fn buckets_are_shared_fairly_between_one_two_and_three_relays() {
     let t = TestSchema::new("ord_fair").await;
-    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let store = store_of(&t);
     let lease = Duration::from_secs(30);
     let beat = |id: &'static str, token: i64| {
         let store = store.clone();
@@ -86,12 +83,13 @@ async fn buckets_are_shared_fairly_between_one_two_and_three_relays() {
 async fn a_relay_whose_registration_expired_claims_nothing() {
     let t = TestSchema::new("ord_expired").await;
     enqueue(&t, &of("A", 3)).await;
-    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let store = store_of(&t);
     let claim = |token: i64| {
         let store = store.clone();
         async move {
-            store
-                .claim_messages(ClaimParams {
+            claim_decoded(
+                &store,
+                ClaimParams {
                     limit: 10,
                     relay_id: "r1",
                     from_id: i64::MIN,
@@ -102,9 +100,9 @@ async fn a_relay_whose_registration_expired_claims_nothing() {
                         owned: None,
                         held: &[],
                     }),
-                })
-                .await
-                .unwrap()
+                },
+            )
+            .await
         }
     };
     // Not registered at all: nothing.
@@ -131,7 +129,7 @@ async fn a_relay_whose_registration_expired_claims_nothing() {
 #[tokio::test]
 async fn a_takeover_waits_for_the_claim_of_the_expired_relay() {
     let t = TestSchema::new("ord_fence").await;
-    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let store = store_of(&t);
     store
         .relay_heartbeat("old", 1, "aggregate", Duration::from_millis(300))
         .await
@@ -209,7 +207,7 @@ async fn the_claim_filter_reads_the_bucket_from_the_aggregate_key() {
         .await
         .unwrap()
         .get(0);
-    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let store = store_of(&t);
     store
         .relay_heartbeat("r1", 1, "aggregate", Duration::from_secs(30))
         .await
@@ -217,8 +215,9 @@ async fn the_claim_filter_reads_the_bucket_from_the_aggregate_key() {
     let claim = |owned: Option<BucketSet>, held: Vec<(i64, i64)>| {
         let store = store.clone();
         async move {
-            store
-                .claim_messages(ClaimParams {
+            claim_decoded(
+                &store,
+                ClaimParams {
                     limit: 4000,
                     relay_id: "r1",
                     from_id: i64::MIN,
@@ -229,9 +228,9 @@ async fn the_claim_filter_reads_the_bucket_from_the_aggregate_key() {
                         owned: owned.as_ref(),
                         held: &held,
                     }),
-                })
-                .await
-                .unwrap()
+                },
+            )
+            .await
         }
     };
     let keys: HashMap<i64, i64> = client
@@ -291,7 +290,7 @@ async fn a_filtered_claim_reads_a_bounded_span_and_says_how_far() {
     let mut rows = of("hot", 1000);
     rows.extend(of("cold", 5));
     let ids = enqueue(&t, &rows).await;
-    let store = Store::new(t.pool.clone(), t.schema.clone());
+    let store = store_of(&t);
     store
         .relay_heartbeat("r1", 1, "aggregate", Duration::from_secs(30))
         .await
@@ -310,7 +309,7 @@ async fn a_filtered_claim_reads_a_bounded_span_and_says_how_far() {
         let store = store.clone();
         async move {
             store
-                .claim_messages(ClaimParams {
+                .claim_rows(ClaimParams {
                     limit,
                     relay_id: "r1",
                     from_id,
@@ -328,17 +327,18 @@ async fn a_filtered_claim_reads_a_bounded_span_and_says_how_far() {
     };
     // Limit 10: 40 rows read, all held back.
     let first = claim(i64::MIN, 10, i64::MAX).await;
-    assert!(first.messages.is_empty());
     assert!(
         first.snapshot.is_some(),
         "an empty filtered claim has a snapshot"
     );
+    let first = first.decode();
+    assert!(first.messages.is_empty());
     assert_eq!(first.scanned_upto, Some(ids[39]));
     // From where it stopped, span after span, until the cold aggregate.
     let mut from = i64::MIN;
     let mut claims = 0;
     let got = loop {
-        let c = claim(from, 10, i64::MAX).await;
+        let c = claim(from, 10, i64::MAX).await.decode();
         claims += 1;
         if !c.messages.is_empty() {
             break c;
@@ -354,10 +354,10 @@ async fn a_filtered_claim_reads_a_bounded_span_and_says_how_far() {
         .await;
     // Cut short by the limit, or by the byte budget: rows it could take
     // are left above what it took, so it vouches for nothing further.
-    let cut = claim(ids[1000], 2, i64::MAX).await;
+    let cut = claim(ids[1000], 2, i64::MAX).await.decode();
     assert_eq!(cut.messages.len(), 2);
     assert_eq!(cut.scanned_upto, None);
-    let cut = claim(ids[1000], 10, 1).await;
+    let cut = claim(ids[1000], 10, 1).await.decode();
     assert_eq!(cut.messages.len(), 1, "the first row is always taken");
     assert_eq!(cut.scanned_upto, None);
 }

@@ -3,8 +3,7 @@
 //! through plans that stay cheap as it grows: checked on the real planner
 //! with EXPLAIN, over a table large enough for the planner to care.
 
-use outbox_relay::store::statement_for_tests;
-use outbox_relay::Store;
+use super::{statements, store};
 use outbox_testkit::TestSchema;
 
 /// `(node type, relation, index)` of every scan in a plan.
@@ -43,7 +42,7 @@ async fn backlog_gauges_scan_the_hot_table_once_and_count_dead_rows_from_their_i
          ANALYZE {schema}.messages;",
     )
     .await;
-    let backlog = statement_for_tests(&t.schema, "stats.backlog").unwrap();
+    let backlog = statements(&t).stats.backlog;
     let scans = plan_of(&t, &backlog).await;
     let of_messages: Vec<_> = scans.iter().filter(|s| s.1 == "messages").collect();
     let whole: Vec<_> = of_messages
@@ -67,10 +66,7 @@ async fn backlog_gauges_scan_the_hot_table_once_and_count_dead_rows_from_their_i
          VALUES ('x', 'a', 'hand', 't', '{}', 'dead')",
     )
     .await;
-    let b = Store::new(t.pool.clone(), t.schema.clone())
-        .count_backlog()
-        .await
-        .unwrap();
+    let b = store(&t).count_backlog().await.unwrap();
     let failed = (1..=50_000).filter(|g| g % 250 != 0 && g % 7 == 0).count() as i64;
     assert_eq!(b.dead, 201, "{b:?}");
     assert_eq!(b.failed, failed, "{b:?}");
@@ -87,8 +83,9 @@ async fn the_oldest_pending_age_reads_the_claimable_index_from_its_start() {
          ANALYZE {schema}.messages;",
     )
     .await;
-    let sql = statement_for_tests(&t.schema, "stats.oldest_pending_age")
-        .unwrap()
+    let sql = statements(&t)
+        .stats
+        .oldest_pending_age
         .replace("$1", "NULL::text");
     let scans = plan_of(&t, &sql).await;
     assert_eq!(
@@ -120,21 +117,22 @@ async fn the_operator_page_counts_in_one_pass_and_lists_dead_letters_from_their_
          ANALYZE {schema}.messages; ANALYZE {schema}.messages_sent;",
     )
     .await;
-    let hot = statement_for_tests(&t.schema, "ui.hot_counts").unwrap();
+    let hot = statements(&t).ui.hot_counts;
     let scans_of_hot = plan_of(&t, &hot).await;
     assert_eq!(
         scans_of_hot,
         vec![("Seq Scan".to_owned(), "messages".to_owned(), String::new())],
         "one pass over the hot table"
     );
-    let sent = statement_for_tests(&t.schema, "ui.sent_counters").unwrap();
+    let sent = statements(&t).ui.sent_counters;
     let scans_of_sent = plan_of(&t, &sent).await;
     assert!(
         scans_of_sent.iter().all(|s| s.1 != "messages_sent"),
         "the sent table is not read: {scans_of_sent:?}"
     );
-    let newest = statement_for_tests(&t.schema, "dead.newest")
-        .unwrap()
+    let newest = statements(&t)
+        .dead
+        .newest
         .replace("$1", "NULL::text")
         .replace("$2", "NULL::text")
         .replace("$3", "50");
