@@ -10,6 +10,7 @@
 use crate::{BenchQueries, Counting, Progress};
 use deadpool_postgres::Pool;
 use outbox::Schema;
+use outbox_relay::admin::get;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::sync::atomic::Ordering;
@@ -205,12 +206,16 @@ pub(crate) async fn check_drained(
 ) -> Result<()> {
     let bq = BenchQueries::new(schema);
     let client = pool.get().await?;
-    let published: i64 = client.query_one(&bq.published_distinct, &[]).await?.get(0);
-    let unsent: i64 = if matches!(algorithm, Algorithm::Relay | Algorithm::RelayProcess) {
-        client.query_one(&bq.unsettled, &[]).await?.get(0)
+    let published: i64 = get(
+        &client.query_one(&bq.published_distinct, &[]).await?,
+        "count",
+    )?;
+    let unsent = if matches!(algorithm, Algorithm::Relay | Algorithm::RelayProcess) {
+        &bq.unsettled
     } else {
-        client.query_one(&bq.seed_unsent, &[]).await?.get(0)
+        &bq.seed_unsent
     };
+    let unsent: i64 = get(&client.query_one(unsent, &[]).await?, "count")?;
     if published != n || unsent != 0 {
         return Err(Error::Check(format!(
             "{}: drained {published} of {n} messages ({unsent} left unsent)",
@@ -246,7 +251,7 @@ async fn drain_in(
                 }
                 for row in rows {
                     let (id, topic, payload): (i64, String, serde_json::Value) =
-                        (row.get(0), row.get(1), row.get(2));
+                        (get(&row, "id")?, get(&row, "topic")?, get(&row, "payload")?);
                     client
                         .execute(&publish, &[&id, &topic, &payload, &"bench"])
                         .await?;
@@ -336,7 +341,7 @@ pub(crate) async fn wait_until_settled_or(
     loop {
         match client.query_opt(&stmt, &[&from]).await? {
             Some(row) => {
-                from = row.get(0);
+                from = get(&row, "id")?;
                 each(from)?;
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }

@@ -7,6 +7,7 @@ use crate::BenchQueries;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::Pool;
 use outbox::{NewMessage, Outbox, Schema};
+use outbox_relay::admin::get;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::collections::HashMap;
@@ -107,7 +108,7 @@ async fn latency_in(
         let client = pool.get().await?;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         loop {
-            let sent: i64 = client.query_one(&bq.sent_count, &[]).await?.get(0);
+            let sent: i64 = get(&client.query_one(&bq.sent_count, &[]).await?, "count")?;
             if sent as usize >= total || tokio::time::Instant::now() > deadline {
                 break;
             }
@@ -121,14 +122,14 @@ async fn latency_in(
     let acks = acks?;
     let client = pool.get().await?;
     let rows = client.query(&bq.sent_times, &[]).await?;
-    let mut lat: Vec<Duration> = rows
-        .iter()
-        .filter_map(|r| {
-            let acked = acks.get(&r.get::<_, Uuid>(0))?;
-            let sent: DateTime<Utc> = r.get(1);
-            Some((sent - *acked).to_std().unwrap_or(Duration::ZERO))
-        })
-        .collect();
+    let mut lat = Vec::with_capacity(rows.len());
+    for r in &rows {
+        let Some(acked) = acks.get(&get::<Uuid>(r, "event_id")?) else {
+            continue;
+        };
+        let sent: DateTime<Utc> = get(r, "sent_at")?;
+        lat.push((sent - *acked).to_std().unwrap_or(Duration::ZERO));
+    }
     if lat.len() != total {
         return Err(Error::Check(format!(
             "only {} of {total} messages were published within 60 s",

@@ -9,6 +9,7 @@ use crate::drain::{check_drained, drop_schema, fresh_schema, prepare, wait_until
 use crate::{drain_spec, Algorithm, BenchQueries, DrainResult, DrainSpec, Progress};
 use deadpool_postgres::Pool;
 use outbox::Schema;
+use outbox_relay::admin::get;
 use outbox_relay::relay::Ordering;
 use outbox_relay::{Error, Result};
 use std::collections::BTreeMap;
@@ -229,7 +230,7 @@ async fn drain_process_in(
     let stderr = std::fs::File::create(&log)
         .map_err(|e| Error::Check(format!("cannot create {}: {e}", log.display())))?;
     let launched: chrono::DateTime<chrono::Utc> =
-        client.query_one(&bq.clock_now, &[]).await?.get(0);
+        get(&client.query_one(&bq.clock_now, &[]).await?, "now")?;
     let mut cmd = command(schema);
     let child = cmd
         .stdin(Stdio::null())
@@ -255,8 +256,10 @@ async fn drain_process_in(
     })
     .await;
     watched?;
-    let last: Option<chrono::DateTime<chrono::Utc>> =
-        client.query_one(&bq.last_sent_at, &[]).await?.get(0);
+    let last: Option<chrono::DateTime<chrono::Utc>> = get(
+        &client.query_one(&bq.last_sent_at, &[]).await?,
+        "last_sent_at",
+    )?;
     drop(running);
     let last = last.ok_or_else(|| Error::Check("the relay process sent nothing".into()))?;
     let elapsed = (last - launched)
@@ -281,10 +284,10 @@ pub async fn hot_table_bytes_per_message(pool: &Pool, spec: &DrainSpec) -> Resul
         prepare(pool, &schema, Algorithm::Relay, spec).await?;
         let bq = BenchQueries::new(&schema);
         let client = pool.get().await?;
-        let bytes: i64 = client
-            .query_one(&bq.hot_table_total_bytes, &[])
-            .await?
-            .get(0);
+        let bytes: i64 = get(
+            &client.query_one(&bq.hot_table_total_bytes, &[]).await?,
+            "bytes",
+        )?;
         Ok(bytes as f64 / spec.messages.max(1) as f64)
     }
     .await;

@@ -7,6 +7,7 @@ use crate::drain::{drop_schema, fresh_schema};
 use crate::{BenchQueries, Progress};
 use deadpool_postgres::Pool;
 use outbox::{NewMessage, Outbox, Schema};
+use outbox_relay::admin::get;
 use outbox_relay::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -162,12 +163,8 @@ async fn check_rows(
     want: u64,
     done: &Arc<AtomicU64>,
 ) -> Result<()> {
-    let rows: i64 = pool
-        .get()
-        .await?
-        .query_one(&bq.outbox_rows, &[])
-        .await?
-        .get(0);
+    let row = pool.get().await?.query_one(&bq.outbox_rows, &[]).await?;
+    let rows: i64 = get(&row, "count")?;
     if rows as u64 != want || done.load(Ordering::Relaxed) != want {
         return Err(Error::Check(format!(
             "produce: {rows} rows for {want} transactions"

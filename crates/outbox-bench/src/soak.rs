@@ -9,6 +9,7 @@ use crate::drain::{drop_schema, fresh_schema, wait_until_settled};
 use crate::{median, BenchQueries, Counting, Progress};
 use deadpool_postgres::Pool;
 use outbox::Schema;
+use outbox_relay::admin::get;
 use outbox_relay::publishers::postgres::PostgresPublisher;
 use outbox_relay::{Error, Relay, RelayConfig, Result, Store};
 use std::sync::atomic::Ordering;
@@ -163,9 +164,9 @@ async fn soak_in(pool: &Pool, schema: &Schema, p: SoakParams, progress: &Progres
             slices.push(SoakSlice {
                 published: next,
                 msgs_per_sec: p.slice as f64 / elapsed.as_secs_f64(),
-                hot_table_bytes: row.get(0),
-                hot_index_bytes: row.get(1),
-                dead_tuples: row.get(2),
+                hot_table_bytes: get(&row, "heap_bytes")?,
+                hot_index_bytes: get(&row, "index_bytes")?,
+                dead_tuples: get(&row, "dead_tuples")?,
             });
             next += p.slice;
         }
@@ -181,7 +182,7 @@ async fn soak_in(pool: &Pool, schema: &Schema, p: SoakParams, progress: &Progres
     let (slices, total) = watched?;
     let held = held?;
     let client = pool.get().await?;
-    let sent: i64 = client.query_one(&bq.sent_count, &[]).await?.get(0);
+    let sent: i64 = get(&client.query_one(&bq.sent_count, &[]).await?, "count")?;
     if sent as u64 != p.messages {
         return Err(Error::Check(format!(
             "soak: {sent} of {} messages sent",

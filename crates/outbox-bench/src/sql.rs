@@ -18,21 +18,23 @@ pub struct BenchQueries {
     /// ids belong to different aggregates, as under many producers, and
     /// each aggregate's messages are `$2` ids apart.
     pub preload_outbox_spread: String,
-    /// `(heap bytes, index bytes, dead tuples)` of `<schema>.messages`.
+    /// `(heap_bytes, index_bytes, dead_tuples)` (all `int8`) of
+    /// `<schema>.messages`.
     pub hot_table_health: String,
     /// `pg_total_relation_size` of `<schema>.messages` (heap, TOAST and
-    /// every index), bytes.
+    /// every index): `bytes int8`.
     pub hot_table_total_bytes: String,
     /// The database's clock now (`clock_timestamp()`): what `sent_at` is
-    /// compared against when timing a relay process.
+    /// compared against when timing a relay process: `now timestamptz`.
     pub clock_now: String,
-    /// The latest `sent_at` in `messages_sent`.
+    /// The latest `sent_at` in `messages_sent`: `last_sent_at timestamptz`
+    /// (null when none is sent).
     pub last_sent_at: String,
     /// One hand-written enqueue, as an application would write it without
     /// the library: `$1 event_type, $2 aggregate_type, $3 aggregate_id,
     /// $4 topic, $5 jsonb payload`.
     pub hand_insert: String,
-    /// Rows in `<schema>.messages`.
+    /// Rows in `<schema>.messages`: `count int8`.
     pub outbox_rows: String,
     /// Turns the NOTIFY trigger off (`produce` without NOTIFY).
     pub notify_off: String,
@@ -56,13 +58,13 @@ pub struct BenchQueries {
     /// `$1 int8` (no row once the relay is done), read from the claimable
     /// index.
     pub first_unsettled: String,
-    /// Number of outbox messages that are claimable or claimed.
+    /// Number of outbox messages that are claimable or claimed: `count int8`.
     pub unsettled: String,
-    /// Rows of the seed-shaped table not yet sent.
+    /// Rows of the seed-shaped table not yet sent: `count int8`.
     pub seed_unsent: String,
-    /// Distinct messages in the sink.
+    /// Distinct messages in the sink: `count int8`.
     pub published_distinct: String,
-    /// Rows in `messages_sent`.
+    /// Rows in `messages_sent`: `count int8`.
     pub sent_count: String,
     /// `(event_id, sent_at)` of every sent row.
     pub sent_times: String,
@@ -96,16 +98,16 @@ impl BenchQueries {
                  SELECT 'bench.event', 'bench', (g % $2::int8)::text, 'bench', \
                         jsonb_build_object('i', g, 'pad', repeat('x', 100)) \
                    FROM generate_series(1, $1::int8) g"),
-            hot_table_total_bytes: r("SELECT pg_total_relation_size('{schema}.messages')"),
-            clock_now: "SELECT clock_timestamp()".to_owned(),
-            last_sent_at: r("SELECT max(sent_at) FROM {schema}.messages_sent"),
-            hot_table_health: r("SELECT pg_relation_size('{schema}.messages'), \
-                        pg_indexes_size('{schema}.messages'), \
-                        pg_stat_get_dead_tuples('{schema}.messages'::regclass)"),
+            hot_table_total_bytes: r("SELECT pg_total_relation_size('{schema}.messages') AS bytes"),
+            clock_now: "SELECT clock_timestamp() AS now".to_owned(),
+            last_sent_at: r("SELECT max(sent_at) AS last_sent_at FROM {schema}.messages_sent"),
+            hot_table_health: r("SELECT pg_relation_size('{schema}.messages') AS heap_bytes, \
+                        pg_indexes_size('{schema}.messages') AS index_bytes, \
+                        pg_stat_get_dead_tuples('{schema}.messages'::regclass) AS dead_tuples"),
             hand_insert: r("INSERT INTO {schema}.messages \
                  (event_type, aggregate_type, aggregate_id, topic, payload) \
                  VALUES ($1, $2, $3, $4, $5)"),
-            outbox_rows: r("SELECT count(*) FROM {schema}.messages"),
+            outbox_rows: r("SELECT count(*) AS count FROM {schema}.messages"),
             notify_off: r("ALTER TABLE {schema}.messages DISABLE TRIGGER messages_notify_relay"),
             seed_create: r("CREATE TABLE {schema}.seed_messages ( \
                    id BIGSERIAL PRIMARY KEY, aggregate_type TEXT NOT NULL, aggregate_id BIGINT NOT NULL, \
@@ -150,14 +152,14 @@ impl BenchQueries {
                    RETURNING id, topic, payload) \
                  INSERT INTO {schema}.published_events (message_id, event_id, topic, payload, publisher) \
                  SELECT id, gen_random_uuid(), topic, payload, $2 FROM c"),
-            unsettled: r("SELECT count(*) FROM {schema}.messages \
+            unsettled: r("SELECT count(*) AS count FROM {schema}.messages \
                   WHERE status IN ('pending', 'failed', 'processing')"),
             first_unsettled: r("SELECT id FROM {schema}.messages \
                   WHERE id >= $1 AND dead_at IS NULL AND status IN ('pending', 'failed', 'processing') \
                   ORDER BY id LIMIT 1"),
-            seed_unsent: r("SELECT count(*) FROM {schema}.seed_messages WHERE status <> 'sent'"),
-            published_distinct: r("SELECT count(DISTINCT message_id) FROM {schema}.published_events"),
-            sent_count: r("SELECT count(*) FROM {schema}.messages_sent"),
+            seed_unsent: r("SELECT count(*) AS count FROM {schema}.seed_messages WHERE status <> 'sent'"),
+            published_distinct: r("SELECT count(DISTINCT message_id) AS count FROM {schema}.published_events"),
+            sent_count: r("SELECT count(*) AS count FROM {schema}.messages_sent"),
             sent_times: r("SELECT event_id, sent_at FROM {schema}.messages_sent"),
             vacuum_messages: r("VACUUM ANALYZE {schema}.messages"),
             vacuum_seed: r("VACUUM ANALYZE {schema}.seed_messages"),

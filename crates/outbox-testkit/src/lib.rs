@@ -87,11 +87,11 @@ impl TestSchema {
     pub async fn count(&self, sql: &str) -> i64 {
         let sql = sql.replace("{schema}", &self.schema.quoted());
         let client = self.pool.get().await.expect("connect");
-        client
-            .query_one(sql.as_str(), &[])
-            .await
-            .expect(&sql)
-            .get(0)
+        let row = client.query_one(sql.as_str(), &[]).await.expect(&sql);
+        // Checked: a statement answering something else fails the test
+        // naming it, rather than with the driver's bare panic.
+        row.try_get(0)
+            .unwrap_or_else(|e| panic!("{sql}: its first column is not a bigint: {e}"))
     }
 
     /// Makes the PostgreSQL sink (`published_events`) refuse rows of
@@ -314,12 +314,13 @@ mod tests {
         tokio::spawn(conn);
         let n: i64 = client
             .query_one(
-                "SELECT count(*) FROM pg_database WHERE datname = $1",
+                "SELECT count(*) AS count FROM pg_database WHERE datname = $1",
                 &[&name],
             )
             .await
             .unwrap()
-            .get(0);
+            .try_get("count")
+            .expect("count int8");
         assert_eq!(n, 0, "database {name} left behind");
     }
 }
