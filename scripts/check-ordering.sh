@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 12's separate check of per-aggregate order, against the release
 # binary: builds `outbox` in release mode, then runs
-# crates/outbox-cli/tests/fault_ordering.rs with OUTBOX_BIN pointing at it
+# crates/outbox-cli/tests/it/fault_ordering.rs with OUTBOX_BIN pointing at it
 # (300 aggregates × 30 events, two relays of 4 pipelines, webhook 503s on
 # 15 % of first attempts, one relay killed with SIGKILL and restarted).
 # Prints one line: messages, aggregates, out of order, duplicates.
@@ -19,7 +19,7 @@ export OUTBOX_BIN="$PWD/target/release/outbox"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test -q -p outbox-cli --test fault_ordering -- --nocapture >"$log" 2>&1 || status=$?
+cargo test -q -p outbox-cli --test it fault_ordering -- --nocapture >"$log" 2>&1 || status=$?
 line=$(grep -m1 '^ordering check:' "$log" || true)
 if [[ $status -ne 0 || -z $line ]]; then
   cat "$log" >&2

@@ -1,7 +1,7 @@
 //! Copies the workspace README into OUT_DIR with its unlabelled code fences
 //! (the demo's output, the ASCII diagram) labelled `text`: rustdoc takes an
 //! unlabelled block for Rust, while the README keeps them bare because
-//! `tests/cli.rs` finds the demo's output by its bare fence.
+//! `tests/it/cli.rs` finds the demo's output by its bare fence.
 
 use std::path::PathBuf;
 

@@ -1,5 +1,5 @@
 """The operator page in a real browser: Debian's Chromium, driven headless
-by Playwright. Run by crates/outbox-cli/tests/ui_browser.rs, which starts
+by Playwright. Run by crates/outbox-cli/tests/it/ui_browser.rs, which starts
 `outbox ui` and `outbox relay` (to a webhook receiver) on a seeded schema
 and passes where they are; it checks the webhook afterwards.
 

@@ -299,5 +299,4 @@ impl ClaimCursor {
 }
 
 #[cfg(test)]
-#[path = "cursor_tests.rs"]
 mod tests;

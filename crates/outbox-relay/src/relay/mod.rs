@@ -9,7 +9,7 @@
 //! - `run.rs`: the long-running loop — pipelines, wake-ups, breaker.
 //! - `maintain.rs`: reaper, bucket heartbeat, archiver, backlog gauges.
 //! - `breaker.rs`: the circuit breaker, half-open: one probe at a time.
-//! - `cursor.rs`: where claims start reading (its tests: `cursor_tests.rs`).
+//! - `cursor.rs`: where claims start reading (its tests: `cursor/tests.rs`).
 //! - `tests.rs`: races forced through test hooks.
 
 mod breaker;
