@@ -73,3 +73,26 @@ outbox::statements! {
               WHERE id > $1 ORDER BY id LIMIT 1000",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SinkQueries;
+    use crate::store::sql::tests::{check_snapshot, SCHEMA};
+
+    #[test]
+    fn sink_statements_are_as_rendered() {
+        let q = SinkQueries::new(&outbox::Schema::new(SCHEMA).unwrap());
+        let now: Vec<(String, &str)> = vec![
+            ("insert".into(), &q.insert),
+            ("ready".into(), &q.ready),
+            ("create".into(), &q.create),
+            ("count_for_message".into(), &q.count_for_message),
+            ("read_after".into(), &q.read_after),
+        ];
+        check_snapshot(
+            include_str!("rendered.txt"),
+            "src/publishers/postgres/rendered.txt",
+            &now,
+        );
+    }
+}

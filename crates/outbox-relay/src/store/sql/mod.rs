@@ -372,3 +372,6 @@ impl Queries {
         }
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests;
