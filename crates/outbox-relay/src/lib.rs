@@ -4,10 +4,11 @@
 //! # Layout
 //! - [`store`]: every database call of the engine, one function per
 //!   statement, and the types they return ([`store::Claimed`],
-//!   [`store::ClaimSnapshot`], [`store::Lease`], ...); the SQL text is in
-//!   `store/sql/`, private to this crate, every result column named and
-//!   read by name. `store` imports nothing of `relay`: the arrow goes one
-//!   way, relay → store.
+//!   [`store::ClaimSnapshot`], [`store::Lease`], ...); the SQL is in
+//!   `store/sql/`, one `.sql` file per statement whose header documents its
+//!   parameters and result columns, loaded at compile time, private to this
+//!   crate, every result column named and read by name. `store` imports
+//!   nothing of `relay`: the arrow goes one way, relay → store.
 //! - [`relay`]: the loop — claim (leased, `FOR UPDATE SKIP LOCKED`), publish
 //!   outside any transaction, settle in one statement guarded by the lease.
 //! - [`publisher`]: the [`Publisher`] trait and its typed errors.

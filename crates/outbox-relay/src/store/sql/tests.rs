@@ -11,61 +11,14 @@
 //! the same way).
 
 use super::*;
+use outbox::Schema;
 
 /// The schema every statement is rendered for.
 pub(crate) const SCHEMA: &str = "snap_schema";
 
 /// Every statement with its name.
 fn statements(q: &Queries) -> Vec<(String, &str)> {
-    let mut all: Vec<(String, &str)> = vec![
-        ("claim".into(), &q.claim),
-        ("claim_ordered".into(), &q.claim_ordered),
-        ("claim_ordered_filtered".into(), &q.claim_ordered_filtered),
-        ("relay_heartbeat".into(), &q.relay_heartbeat),
-        ("relay_leave".into(), &q.relay_leave),
-        ("held_in_buckets".into(), &q.held_in_buckets),
-        ("next_live".into(), &q.next_live),
-        ("settle".into(), &q.settle),
-        ("sent_ids_taken".into(), &q.sent_ids_taken),
-        ("extend_lease".into(), &q.extend_lease),
-        ("reap_expired".into(), &q.reap_expired),
-        ("listen".into(), &q.listen),
-        ("notify_probe".into(), &q.notify_probe),
-        ("is_migrated".into(), &q.is_migrated),
-        ("recorded_migrations".into(), &q.recorded_migrations),
-        ("count_by_status".into(), &q.count_by_status),
-        ("oldest_pending_age".into(), &q.oldest_pending_age),
-        ("dead.list".into(), &q.dead.list),
-        ("dead.get".into(), &q.dead.get),
-        ("dead.newest".into(), &q.dead.newest),
-        ("dead.count_matching".into(), &q.dead.count_matching),
-        ("dead.replay".into(), &q.dead.replay),
-        ("dead.unreplayable".into(), &q.dead.unreplayable),
-        ("dead.status_of".into(), &q.dead.status_of),
-        ("dead.purge".into(), &q.dead.purge),
-        ("archive.cutoff".into(), &q.archive.cutoff),
-        ("archive.count_sent".into(), &q.archive.count_sent),
-        ("archive.count_dead".into(), &q.archive.count_dead),
-        ("archive.move_sent".into(), &q.archive.move_sent),
-        ("archive.delete_sent".into(), &q.archive.delete_sent),
-        ("archive.move_dead".into(), &q.archive.move_dead),
-        ("archive.delete_dead".into(), &q.archive.delete_dead),
-        ("stats.backlog".into(), &q.stats.backlog),
-        ("stats.by_topic".into(), &q.stats.by_topic),
-        (
-            "stats.oldest_pending_age".into(),
-            &q.stats.oldest_pending_age,
-        ),
-        (
-            "stats.oldest_pending_with_dead_at".into(),
-            &q.stats.oldest_pending_with_dead_at,
-        ),
-        ("stats.ping".into(), &q.stats.ping),
-        ("ui.hot_counts".into(), &q.ui.hot_counts),
-        ("ui.sent_counters".into(), &q.ui.sent_counters),
-        ("ui.relays".into(), &q.ui.relays),
-        ("ui.recent_replays".into(), &q.ui.recent_replays),
-    ];
+    let mut all = q.named();
     all.push(("sql_ascii_raw".into(), SQL_ASCII_RAW));
     all
 }
@@ -193,6 +146,21 @@ fn statements_are_as_rendered() {
     );
 }
 
+/// What the server receives is the statement: its file's header is left
+/// out, and every placeholder is filled.
+#[test]
+fn a_rendered_statement_starts_with_its_sql() {
+    let q = Queries::new(&Schema::new(SCHEMA).unwrap());
+    for (name, text) in q.named() {
+        assert!(!text.starts_with("--"), "{name}: {text}");
+        assert!(
+            !text.contains("{schema}") && !text.contains("{channel}"),
+            "{name}"
+        );
+    }
+    assert!(q.claim.starts_with("WITH c AS ("), "{}", q.claim);
+}
+
 #[test]
 fn tokens_split_as_the_server_reads() {
     assert_eq!(
@@ -210,4 +178,64 @@ fn tokens_split_as_the_server_reads() {
         "SELECT a.b, f (x)::int8[] FROM t WHERE c <= $1"
     );
     assert_eq!(tokens(&normalized(sql)), tokens(sql));
+}
+
+/// `text` from the first `from` to the first `to` after it, both included.
+fn between<'a>(text: &'a str, from: &str, to: &str) -> &'a str {
+    let start = text
+        .find(from)
+        .unwrap_or_else(|| panic!("{from:?} in {text}"));
+    let len = text[start..]
+        .find(to)
+        .unwrap_or_else(|| panic!("{to:?} in {text}"))
+        + to.len();
+    &text[start..start + len]
+}
+
+/// The three claims are written out in full, one file each: what they
+/// share (the lock, the size and the budget, the update, the columns, the
+/// snapshot; the registration check of the ordered two) must stay the same.
+#[test]
+fn the_claims_share_their_common_parts_word_for_word() {
+    let q = Queries::new(&Schema::new(SCHEMA).unwrap());
+    let claim = normalized(&q.claim);
+    let ordered = normalized(&q.claim_ordered);
+    let filtered = normalized(&q.claim_ordered_filtered);
+    let shared = [
+        between(&claim, "c AS (SELECT id,", "AND dead_at IS NULL"),
+        between(
+            &claim,
+            "ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)",
+            "AS snap)",
+        ),
+        between(
+            &claim,
+            "UPDATE \"snap_schema\".messages m",
+            "AS payload_bytes",
+        ),
+        between(&claim, "pg_snapshot_xmin", "AS snapshot_xmax"),
+    ];
+    for part in shared {
+        assert!(ordered.contains(part), "claim_ordered lacks {part}");
+        assert!(
+            filtered.contains(part),
+            "claim_ordered_filtered lacks {part}"
+        );
+    }
+    let registered = [
+        between(&ordered, "a AS (", "FOR SHARE)"),
+        "AND dead_at IS NULL AND EXISTS (SELECT 1 FROM a)",
+        between(
+            &ordered,
+            "\"snap_schema\".aggregate_key",
+            "AS aggregate_key",
+        ),
+    ];
+    for part in registered {
+        assert!(ordered.contains(part), "claim_ordered lacks {part}");
+        assert!(
+            filtered.contains(part),
+            "claim_ordered_filtered lacks {part}"
+        );
+    }
 }
