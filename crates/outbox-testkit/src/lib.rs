@@ -10,6 +10,7 @@ pub mod litter;
 pub mod netns;
 pub mod order_check;
 pub mod ordering;
+pub mod sql_snapshot;
 mod proxy;
 pub mod readback;
 mod tansu;

@@ -19,7 +19,7 @@ pub(crate) mod conn;
 mod dead;
 pub mod decode;
 mod order;
-pub(crate) mod sql;
+mod sql;
 mod stats;
 mod ui;
 

@@ -23,3 +23,20 @@ crate::statements! {
              ON CONFLICT (event_id) DO NOTHING",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Queries;
+    use outbox_testkit::sql_snapshot::{check_snapshot, SCHEMA};
+
+    /// The statements parse as they did when they were Rust literals
+    /// (`rendered.txt`; see `outbox_testkit::sql_snapshot`).
+    #[test]
+    fn statements_are_as_rendered() {
+        let q = Queries::new(&crate::Schema::new(SCHEMA).unwrap());
+        check_snapshot(
+            concat!(env!("CARGO_MANIFEST_DIR"), "/src/sql/rendered.txt"),
+            &q.named(),
+        );
+    }
+}

@@ -77,7 +77,7 @@ outbox::statements! {
 #[cfg(test)]
 mod tests {
     use super::SinkQueries;
-    use crate::store::sql::tests::{check_snapshot, SCHEMA};
+    use outbox_testkit::sql_snapshot::{check_snapshot, SCHEMA};
 
     #[test]
     fn sink_statements_are_as_rendered() {
@@ -90,8 +90,7 @@ mod tests {
             ("read_after".into(), &q.read_after),
         ];
         check_snapshot(
-            include_str!("rendered.txt"),
-            "src/publishers/postgres/rendered.txt",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/src/publishers/postgres/rendered.txt"),
             &now,
         );
     }

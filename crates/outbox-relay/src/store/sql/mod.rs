@@ -95,4 +95,4 @@ outbox::statements! {
 }
 
 #[cfg(test)]
-pub(crate) mod tests;
+mod tests;
