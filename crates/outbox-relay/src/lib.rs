@@ -14,7 +14,7 @@
 //! - [`publisher`]: the [`Publisher`] trait and its typed errors.
 //! - [`publishers`]: one folder per destination, each behind a feature;
 //!   [`publishers::AnyPublisher`] is built from a `--publisher` URL. The
-//!   postgres publisher keeps its sink's statements (`postgres/sql.rs`) and
+//!   postgres publisher keeps its sink's statements (`postgres/sql/*.sql`) and
 //!   reads its sink back typed (`published_after`, `published_count`).
 //! - [`retry`]: the backoff schedule, a pure function of (attempt, now).
 //! - [`clock`]: the injected clock.
