@@ -10,9 +10,9 @@ pub mod litter;
 pub mod netns;
 pub mod order_check;
 pub mod ordering;
-pub mod sql_snapshot;
 mod proxy;
 pub mod readback;
+pub mod sql_snapshot;
 mod tansu;
 pub mod webhook;
 
