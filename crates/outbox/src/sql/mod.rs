@@ -4,10 +4,10 @@
 //!
 //! Statements are plain text with a `{schema}` token, rendered once per
 //! validated [`Schema`] ([`render`]); values are always bound parameters.
-//! The library's own statements (enqueue, inbox) are private to it; the
-//! relay's live in the `outbox-relay` crate (one `.sql` file each, under
-//! `src/store/sql/`) and the benchmarks' in `outbox-bench`, each next to
-//! the code that runs them.
+//! The library's own statements (enqueue, inbox) are private to it, one
+//! `.sql` file each in `sql/queries/`; the relay's live in the
+//! `outbox-relay` crate (one `.sql` file each, under `src/store/sql/`) and
+//! the benchmarks' in `outbox-bench`, each next to the code that runs them.
 
 mod grants;
 mod migrations;
