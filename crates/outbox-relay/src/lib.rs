@@ -3,12 +3,13 @@
 //!
 //! # Layout
 //! - `store` (private): every database call of the engine, one function per
-//!   statement, and the types they return; the SQL text is in `store/sql/`,
-//!   every result column named and read by name, every row read checked.
-//!   `store` imports nothing of `relay`: the arrow goes one way, relay →
-//!   store. Outside this crate only the [`Store`] handle is seen
-//!   (`Store::new(pool, schema)`, what [`Relay::new`] and the other handles
-//!   take).
+//!   statement, and the types they return; the SQL is in `store/sql/`, one
+//!   `.sql` file per statement whose header documents its parameters and
+//!   result columns, loaded at compile time, every result column named and
+//!   read by name, every row read checked. `store` imports nothing of
+//!   `relay`: the arrow goes one way, relay → store. Outside this crate only
+//!   the [`Store`] handle is seen (`Store::new(pool, schema)`, what
+//!   [`Relay::new`] and the other handles take).
 //! - [`admin`]: what other crates may read through the store ([`Admin`]:
 //!   migrations, counts, ages, ping, the operator page's snapshot), the
 //!   value types shown ([`admin::Timestamp`], [`admin::DeadMessage`], ...),
@@ -18,7 +19,7 @@
 //! - [`publisher`]: the [`Publisher`] trait and its typed errors.
 //! - [`publishers`]: one folder per destination, each behind a feature;
 //!   [`publishers::AnyPublisher`] is built from a `--publisher` URL. The
-//!   postgres publisher keeps its sink's statements (`postgres/sql.rs`) and
+//!   postgres publisher keeps its sink's statements (`postgres/sql/*.sql`) and
 //!   reads its sink back typed (`published_after`, `published_count`).
 //! - [`retry`]: the backoff schedule, a pure function of (attempt, now).
 //! - [`clock`]: the injected clock.

@@ -12,6 +12,7 @@ pub mod order_check;
 pub mod ordering;
 mod proxy;
 pub mod readback;
+pub mod sql_snapshot;
 mod tansu;
 pub mod webhook;
 

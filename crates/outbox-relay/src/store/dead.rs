@@ -108,7 +108,7 @@ pub struct DeadFilterParams<'a> {
 }
 
 impl Store {
-    /// Dead messages in id order (see `DeadQueries::list` for what counts
+    /// Dead messages in id order (see `sql/dead/list.sql` for what counts
     /// as dead); a row that cannot be read is an [`UnreadableRow`] in its
     /// place.
     pub(crate) async fn list_dead_messages(&self, p: DeadListParams<'_>) -> Result<Vec<DeadRow>> {

@@ -23,7 +23,7 @@ async fn insert(t: &TestSchema, n: usize, bytes: usize) {
     .await;
 }
 
-/// A row's size as the claim counts it.
+/// A row's size as the claim counts it (`src/store/sql/claim.sql`).
 const ROW_BYTES: &str = "(octet_length(payload::text) + octet_length(headers::text) \
      + octet_length(topic) + octet_length(event_type) + octet_length(aggregate_type) \
      + octet_length(aggregate_id))::int8";
