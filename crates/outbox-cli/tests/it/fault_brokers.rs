@@ -340,20 +340,24 @@ async fn broker_outage(broker: Broker) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_outage_dead_letters_nothing() {
+    let _solo = common::solo().await;
     broker_outage(Broker::Redis).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rabbitmq_outage_dead_letters_nothing() {
+    let _solo = common::solo().await;
     broker_outage(Broker::Amqp).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nats_outage_dead_letters_nothing() {
+    let _solo = common::solo().await;
     broker_outage(Broker::Nats).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mosquitto_outage_dead_letters_nothing() {
+    let _solo = common::solo().await;
     broker_outage(Broker::Mqtt).await;
 }

@@ -136,6 +136,7 @@ fn seen(rx: &Receiver) -> HashSet<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_follows_a_failover_to_the_promoted_standby() {
+    let _solo = common::solo().await;
     let pair = Pair::start().expect("a primary and a synchronous standby for this test");
     let url = pair.url();
     let out = outbox(&url, &["migrate"]).output().unwrap();
@@ -316,6 +317,7 @@ async fn the_relay_follows_a_failover_to_the_promoted_standby() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_on_a_standby_warns_once_and_starts_when_it_is_promoted() {
+    let _solo = common::solo().await;
     let pair = Pair::start().expect("a primary and a synchronous standby for this test");
     let primary = pair.primary.url();
     let out = outbox(&primary, &["migrate"]).output().unwrap();

@@ -53,6 +53,7 @@ fn start_relay(schema: &str, id: &str) -> Running {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_nine_storm_loses_nothing_and_publishes_nothing_rolled_back() {
+    let _solo = common::solo().await;
     let t = TestSchema::new("fault_kill9").await;
     let producing = Arc::new(AtomicBool::new(true));
     let producer = {

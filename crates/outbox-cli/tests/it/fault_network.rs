@@ -46,6 +46,7 @@ async fn wait_sent(t: &TestSchema, want: i64) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_then_flapping_database_link() {
+    let _solo = common::solo().await;
     let t = TestSchema::new("fault_network").await;
     let cfg: tokio_postgres::Config = database_url().parse().unwrap();
     let port = cfg.get_ports().first().copied().unwrap_or(5432);

@@ -105,6 +105,7 @@ fn interleaved(rng: &mut StdRng) -> Vec<(usize, usize)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_relays_webhook_503s_kill9_keep_aggregate_order() {
+    let _solo = common::solo().await;
     let started = Instant::now();
     let seed: u64 = std::env::var("ORDERING_SEED")
         .ok()

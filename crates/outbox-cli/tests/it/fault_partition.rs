@@ -65,6 +65,7 @@ const RELAY: &[&str] = &["relay", "--lease", "5s", "--reap-interval", "1s"];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_comes_back_by_itself_after_a_partition_heals() {
+    let _solo = common::solo().await;
     let t = TestSchema::new("fault_partition").await;
     let proxy = FaultyProxy::start(database_addr()).await;
     let relay = outbox(t.name(), RELAY);
@@ -86,6 +87,7 @@ async fn the_relay_comes_back_by_itself_after_a_partition_heals() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_relay_comes_back_by_itself_after_its_network_namespace_is_cut_off() {
+    let _solo = common::solo().await;
     let ns = match Netns::create() {
         Ok(ns) => ns,
         Err(e) if !am_root() => {

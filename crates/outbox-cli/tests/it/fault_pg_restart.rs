@@ -45,6 +45,7 @@ async fn enqueue(url: &str) {
 
 #[tokio::test]
 async fn the_relay_rides_out_a_postgres_restart() {
+    let _solo = common::solo().await;
     let pg = EmbeddedPostgres::start(true).expect("a private PostgreSQL for this test");
     let url = pg.url();
     assert!(outbox(&url, &["migrate"]).status().unwrap().success());

@@ -135,6 +135,7 @@ const DELIVERED: &str = "SELECT count(DISTINCT message_id) FROM outbox.published
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn everything_works_through_transaction_mode_pgbouncer() {
+    let _solo = common::solo().await;
     let pg = EmbeddedPostgres::start(false).expect("a private PostgreSQL for this test");
     // Two server connections for a relay's pool, its LISTEN connection and
     // four producers: every client's statements land on shared backends.
@@ -202,6 +203,7 @@ async fn everything_works_through_transaction_mode_pgbouncer() {
 /// Straight to PostgreSQL, the same probe finds LISTEN working: no warning.
 #[tokio::test]
 async fn no_pooler_warning_on_a_direct_connection() {
+    let _solo = common::solo().await;
     let pg = EmbeddedPostgres::start(false).expect("a private PostgreSQL for this test");
     let url = pg.url();
     assert!(outbox(&url, &["migrate"]).status().unwrap().success());

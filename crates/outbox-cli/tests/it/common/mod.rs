@@ -161,3 +161,12 @@ pub fn bench_rate(stdout: &str, label: &str) -> f64 {
         .and_then(|r| r.parse().ok())
         .unwrap_or_else(|| panic!("no {label} line: {stdout}"))
 }
+
+/// Held for the whole run by the tests that time what relay processes do
+/// under a fault (kill -9, a restarted, failed over or partitioned server,
+/// a broker outage, a pooler): no two of them share the machine's cores at
+/// once, as when each was a test binary of its own, run alone.
+pub async fn solo() -> tokio::sync::MutexGuard<'static, ()> {
+    static SOLO: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    SOLO.lock().await
+}
