@@ -357,3 +357,15 @@ async fn concurrent_publisher_sends_one_request_per_aggregate_at_a_time() {
     let max = rx.max_in_flight_per_aggregate()[&("order".to_owned(), "same".to_owned())];
     assert!(max > 1, "the receiver counts overlapping requests ({max})");
 }
+
+/// A bad endpoint is refused with an error a caller can match
+/// (`ErrorKind::Publisher`) that keeps the URL parser's error as its source.
+#[test]
+fn a_bad_endpoint_is_a_publisher_error_keeping_its_cause() {
+    let e = outbox_relay::publishers::AnyPublisher::check_url("http://[::1/hook").unwrap_err();
+    assert_eq!(e.kind(), outbox_relay::ErrorKind::Publisher);
+    let cause = std::error::Error::source(&e).expect("the URL parser's error is the source");
+    let chain = outbox_relay::error_chain(&e);
+    assert!(chain.ends_with(&format!(": {cause}")), "{chain}");
+    assert!(!e.to_string().contains(&cause.to_string()), "{e}");
+}

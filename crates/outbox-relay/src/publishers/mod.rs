@@ -147,7 +147,7 @@ pub fn prefixes() -> Vec<String> {
 
 /// The error for a scheme this build does not know, listing those it does.
 fn unknown(url: &str) -> Error {
-    Error::Publisher(format!(
+    Error::publisher(format!(
         "unknown publisher {:?}: this build accepts {}",
         redact(url),
         prefixes().join(", ")

@@ -47,7 +47,7 @@ impl WebhookSecret {
     pub fn parse(s: &str) -> Result<Self> {
         let key = match s.strip_prefix("whsec_") {
             Some(b64) => B64.decode(b64.trim()).map_err(|_| {
-                Error::Publisher(format!(
+                Error::publisher(format!(
                     "{}: the part after whsec_ is not valid base64",
                     env::SECRET
                 ))
@@ -55,7 +55,7 @@ impl WebhookSecret {
             None => s.as_bytes().to_vec(),
         };
         if key.is_empty() {
-            return Err(Error::Publisher(format!("{} is empty", env::SECRET)));
+            return Err(Error::publisher(format!("{} is empty", env::SECRET)));
         }
         Ok(Self(key))
     }
@@ -142,7 +142,7 @@ impl HttpConfig {
         };
         if let Some(t) = var(env::TIMEOUT) {
             cfg.timeout = parse_timeout(&t).ok_or_else(|| {
-                Error::Publisher(format!(
+                Error::publisher(format!(
                     "{} must be a positive duration like 500ms, 10s or 2m, got {t:?}",
                     env::TIMEOUT
                 ))
@@ -155,7 +155,7 @@ impl HttpConfig {
                 .ok()
                 .filter(|n| (1..=1024).contains(n))
                 .ok_or_else(|| {
-                    Error::Publisher(format!("{} must be 1..=1024, got {c:?}", env::CONCURRENCY))
+                    Error::publisher(format!("{} must be 1..=1024, got {c:?}", env::CONCURRENCY))
                 })?;
         }
         Ok(cfg)

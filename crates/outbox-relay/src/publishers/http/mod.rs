@@ -42,7 +42,7 @@ impl HttpPublisher {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("outbox/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| Error::Publisher(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(|e| Error::publisher_from("cannot build the HTTP client", e))?;
         Ok(Self { cfg, client })
     }
 

@@ -137,7 +137,10 @@ impl PostgresPublisher {
 /// nowhere.
 fn sink_pool(url: &str, name: &str) -> Result<Pool> {
     let bad = |e: Error| match e {
-        Error::Config(m) => Error::Publisher(format!("bad postgres sink URL: {m}")),
+        Error::Config { message, source } => Error::Publisher {
+            message: format!("bad postgres sink URL: {message}"),
+            source,
+        },
         other => other,
     };
     let target = crate::connect::target(url).map_err(bad)?.named(name);
