@@ -10,7 +10,8 @@ mod support;
 use base64::Engine as _;
 use conformance::{closed_port, unique, Harness, Received, Scope, Target};
 use outbox::{NewMessage, Outbox};
-use outbox_relay::publishers::http::{env, HttpConfig, HttpPublisher, WebhookSecret};
+use outbox_relay::publishers::http::{setting, HttpConfig, HttpPublisher, WebhookSecret};
+use outbox_relay::publishers::PublisherSettings;
 use outbox_relay::{Envelope, ErrorClass, Publisher, Relay, RelayConfig, Store};
 use outbox_testkit::webhook::{Receiver, Rule};
 use outbox_testkit::{readback, TestSchema};
@@ -25,14 +26,11 @@ fn random_whsec() -> String {
     )
 }
 
-fn publisher(url: &str, vars: &[(&str, &str)]) -> HttpPublisher {
-    let cfg = HttpConfig::from_url_and_env(url, |k| {
-        vars.iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-    })
-    .unwrap();
-    HttpPublisher::new(cfg).unwrap()
+fn publisher(url: &str, given: &[(&str, &str)]) -> HttpPublisher {
+    let settings = given
+        .iter()
+        .fold(PublisherSettings::new(), |s, (k, v)| s.with(k, *v));
+    HttpPublisher::new(HttpConfig::with_settings(url, &settings).unwrap()).unwrap()
 }
 
 /// Reads back what one local receiver got, by the CloudEvent's `topic`.
@@ -146,7 +144,7 @@ conformance_suite!(HttpHarness::new().await);
 async fn delivers_a_signed_cloudevent_that_an_independent_library_verifies() {
     let rx = Receiver::start().await;
     let secret = random_whsec();
-    let p = publisher(&rx.url, &[(env::SECRET, &secret)]);
+    let p = publisher(&rx.url, &[(setting::SECRET, &secret)]);
     let batch = messages(5, "orders.created");
     assert_all_ok(&p.publish(&batch).await);
 
@@ -173,7 +171,7 @@ async fn delivers_a_signed_cloudevent_that_an_independent_library_verifies() {
 async fn a_plain_secret_signs_with_its_bytes() {
     let rx = Receiver::start().await;
     let secret = "correct horse battery staple";
-    let p = publisher(&rx.url, &[(env::SECRET, secret)]);
+    let p = publisher(&rx.url, &[(setting::SECRET, secret)]);
     assert_all_ok(&p.publish(&messages(3, "t")).await);
     rx.wait_for(3).await;
     assert_eq!(readback::verify_webhooks(secret, &rx.as_json()).await, 3);
@@ -211,7 +209,7 @@ async fn hostile_headers_and_topics_stay_in_the_body() {
 #[tokio::test]
 async fn each_message_gets_its_own_outcome() {
     let rx = Receiver::start().await;
-    let p = publisher(&rx.url, &[(env::CONCURRENCY, "2")]);
+    let p = publisher(&rx.url, &[(setting::CONCURRENCY, "2")]);
     let batch = messages(6, "t");
     rx.respond(batch[1].event_id.to_string(), Rule::status(422));
     rx.respond(batch[2].event_id.to_string(), Rule::status(500));
@@ -294,7 +292,7 @@ async fn the_relay_schedules_the_next_attempt_after_retry_after() {
 async fn timeouts_and_unreachable_endpoints_are_retryable() {
     let rx = Receiver::start().await;
     rx.respond_all(Rule::hang());
-    let p = publisher(&rx.url, &[(env::TIMEOUT, "300ms")]);
+    let p = publisher(&rx.url, &[(setting::TIMEOUT, "300ms")]);
     let e = p.publish(&messages(1, "t")).await.remove(0).unwrap_err();
     assert!(e.is_retryable() && e.message.contains("timed out"), "{e}");
 
@@ -310,7 +308,7 @@ async fn the_secret_never_shows() {
     let rx = Receiver::start().await;
     rx.respond_all(Rule::status(401));
     let secret = "s3cr3t-do-not-print";
-    let p = publisher(&rx.url, &[(env::SECRET, secret)]);
+    let p = publisher(&rx.url, &[(setting::SECRET, secret)]);
     let e = p.publish(&messages(1, "t")).await.remove(0).unwrap_err();
     assert_eq!(e.class, ErrorClass::Permanent);
     for text in [e.to_string(), format!("{e:?}"), format!("{p:?}")] {

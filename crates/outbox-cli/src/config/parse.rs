@@ -225,6 +225,18 @@ pub fn publisher(s: &str) -> Result<String, String> {
     Ok(s.to_owned())
 }
 
+/// The operator page's token: at least `min` characters once trimmed. The
+/// message never holds the token.
+pub fn ui_token(s: &str, min: usize) -> Result<super::Secret, String> {
+    let t = s.trim();
+    if t.chars().count() < min {
+        return Err(format!(
+            "shorter than {min} characters; use a random one, e.g. `openssl rand -hex 24`"
+        ));
+    }
+    Ok(super::Secret::from(t.to_owned()))
+}
+
 /// A relay id: any text of 1 to 200 characters.
 pub fn relay_id(s: &str) -> Result<String, String> {
     if s.trim().is_empty() || s.len() > 200 {

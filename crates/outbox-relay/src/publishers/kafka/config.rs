@@ -80,6 +80,7 @@ pub(crate) const DECLARATION: Declaration = Declaration {
     name: "kafka",
     schemes: &["kafka"],
     not_served: &[],
+    settings: &[],
     summary: "Kafka",
     options: &[
         Opt::new(

@@ -294,6 +294,7 @@ const DECLARATION: Declaration = Declaration {
     name: "postgres",
     schemes: &["postgres", "postgresql"],
     not_served: &[],
+    settings: &[],
     summary: "the `published_events` table, in the outbox database or another",
     options: &[],
 };
