@@ -307,8 +307,8 @@ async fn drain_in(
             watched?;
         }
         Algorithm::RelayProcess => {
-            return Err(Error::Config(
-                "a relay process is drained with outbox_bench::drain_process".into(),
+            return Err(Error::config(
+                "a relay process is drained with outbox_bench::drain_process",
             ))
         }
     }

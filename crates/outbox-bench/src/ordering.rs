@@ -237,7 +237,7 @@ async fn drain_process_in(
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
-        .map_err(|e| Error::Config(format!("cannot start the relay process: {e}")))?;
+        .map_err(|e| Error::config_from("cannot start the relay process", e))?;
     let mut running = Running { child, log };
     // Ids start at 1 in a fresh schema: the first unsettled id is about
     // how many are done.

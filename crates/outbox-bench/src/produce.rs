@@ -92,8 +92,8 @@ impl ProduceResult {
 /// that every transaction left exactly one row.
 pub async fn produce(pool: &Pool, p: ProduceParams, progress: &Progress) -> Result<ProduceResult> {
     if p.producers == 0 || p.transactions == 0 {
-        return Err(Error::Config(
-            "produce needs at least one producer and one transaction".into(),
+        return Err(Error::config(
+            "produce needs at least one producer and one transaction",
         ));
     }
     let schema = fresh_schema()?;

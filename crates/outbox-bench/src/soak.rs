@@ -81,7 +81,7 @@ pub fn median_run(mut soaks: Vec<Soak>) -> (Soak, f64) {
 /// messages preloaded, then published.
 pub async fn soak(pool: &Pool, p: SoakParams, progress: &Progress) -> Result<Soak> {
     if p.slice == 0 || p.messages < p.slice {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "a soak needs at least one slice: {} messages, slices of {}",
             p.messages, p.slice
         )));

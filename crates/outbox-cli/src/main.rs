@@ -218,6 +218,6 @@ async fn run(cli: Cli, settings: config::Settings) -> anyhow::Result<()> {
         // The bench also cancels its statements and drops its schemas.
         Command::Bench(args) => cmd::bench::run(url, args).await,
         Command::Grants(args) => cmd::grants::run(url, schema, args).await,
-        Command::Ui(args) => cmd::ui::run(url, schema, args).await,
+        Command::Ui(args) => cmd::ui::run(&settings, args).await,
     }
 }

@@ -91,6 +91,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         pool: pool.clone(),
         schema: schema.clone(),
         relay_id: config.relay_id.clone(),
+        // The webhook publisher's settings (signing secret, timeout, ...),
+        // by name: `PublisherSettings::new().with("webhook_secret", …)`.
+        settings: Default::default(),
     };
     let publisher = AnyPublisher::from_url(&publisher_url, &ctx).await?;
     let relay = Relay::new(Store::new(pool.clone(), schema.clone()), publisher, config)?

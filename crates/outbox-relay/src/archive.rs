@@ -42,7 +42,7 @@ impl Config {
     /// Checks every value, naming the first bad one.
     pub fn validate(&self) -> Result<()> {
         if !(1..=100_000).contains(&self.batch_size) {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "archive batch size must be 1..=100000, got {}",
                 self.batch_size
             )));
@@ -153,7 +153,7 @@ impl Archiver {
     /// relay must not stop because archiving hit a transient error.
     pub async fn run(&self, shutdown: CancellationToken, every: Duration) -> Result<()> {
         if every.is_zero() {
-            return Err(Error::Config("archive interval must be positive".into()));
+            return Err(Error::config("archive interval must be positive"));
         }
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -27,7 +27,7 @@ impl Config {
     /// Fails on a zero interval (it would count in a tight loop).
     pub fn validate(&self) -> Result<()> {
         if self.interval.is_zero() {
-            return Err(Error::Config("backlog interval must be above zero".into()));
+            return Err(Error::config("backlog interval must be above zero"));
         }
         Ok(())
     }

@@ -107,7 +107,7 @@ pub fn target(url: &str) -> Result<Target> {
     }
     let mut config: tokio_postgres::Config = rest
         .parse()
-        .map_err(|e| Error::Config(format!("bad database URL: {e}")))?;
+        .map_err(|e| Error::config_from("bad database URL", e))?;
     let root = tls.get("sslrootcert").map(String::as_str);
     let mode = match tls.get("sslmode").map(String::as_str) {
         None | Some("prefer") => SslMode::Prefer,
@@ -118,13 +118,10 @@ pub fn target(url: &str) -> Result<Target> {
         Some("verify-ca") => SslMode::VerifyCa,
         Some("verify-full") => SslMode::VerifyFull,
         Some("allow") => {
-            return Err(Error::Config(
-                "sslmode=allow (plaintext first) is not supported: use prefer, require, verify-ca or verify-full"
-                    .into(),
-            ))
+            return Err(Error::config("sslmode=allow (plaintext first) is not supported: use prefer, require, verify-ca or verify-full"))
         }
         Some(other) => {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "bad sslmode {other:?}: use disable, prefer, require, verify-ca or verify-full"
             )))
         }
@@ -167,7 +164,7 @@ fn client_config(
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Config(format!("TLS: {e}")))?;
+        .map_err(|e| Error::config_from("TLS", e))?;
     let builder = match mode {
         SslMode::Disable | SslMode::Prefer | SslMode::Require => builder
             .dangerous()
@@ -177,7 +174,7 @@ fn client_config(
             let webpki =
                 rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
                     .build()
-                    .map_err(|e| Error::Config(format!("sslrootcert: {e}")))?;
+                    .map_err(|e| Error::config_from("sslrootcert", e))?;
             if mode == SslMode::VerifyFull {
                 builder.with_webpki_verifier(webpki)
             } else {
@@ -192,15 +189,15 @@ fn client_config(
         (Some(cert), Some(key)) => {
             let certs = CertificateDer::pem_file_iter(cert)
                 .and_then(|i| i.collect::<std::result::Result<Vec<_>, _>>())
-                .map_err(|e| Error::Config(format!("sslcert {cert}: {e}")))?;
+                .map_err(|e| Error::config_from(format!("sslcert {cert}"), e))?;
             let key = PrivateKeyDer::from_pem_file(key)
-                .map_err(|e| Error::Config(format!("sslkey {key}: {e}")))?;
+                .map_err(|e| Error::config_from(format!("sslkey {key}"), e))?;
             builder
                 .with_client_auth_cert(certs, key)
-                .map_err(|e| Error::Config(format!("sslcert/sslkey: {e}")))
+                .map_err(|e| Error::config_from("sslcert/sslkey", e))
         }
-        _ => Err(Error::Config(
-            "sslcert and sslkey go together: give both or neither".into(),
+        _ => Err(Error::config(
+            "sslcert and sslkey go together: give both or neither",
         )),
     }
 }
@@ -212,8 +209,8 @@ fn root_store(root: Option<&str>, mode: SslMode) -> Result<RootCertStore> {
         Some("system") => {
             let found = rustls_native_certs::load_native_certs();
             if found.certs.is_empty() {
-                return Err(Error::Config(
-                    "sslrootcert=system: no root certificates found on this system".into(),
+                return Err(Error::config(
+                    "sslrootcert=system: no root certificates found on this system",
                 ));
             }
             store.add_parsable_certificates(found.certs);
@@ -232,7 +229,7 @@ fn root_store(root: Option<&str>, mode: SslMode) -> Result<RootCertStore> {
                     } else {
                         "verify-ca"
                     };
-                    return Err(Error::Config(format!(
+                    return Err(Error::config(format!(
                         "sslmode={m} needs sslrootcert: a file of CA certificates (PEM), or `system` \
                          for the system's roots"
                     )));
@@ -242,10 +239,10 @@ fn root_store(root: Option<&str>, mode: SslMode) -> Result<RootCertStore> {
     };
     let certs = CertificateDer::pem_file_iter(&path)
         .and_then(|i| i.collect::<std::result::Result<Vec<_>, _>>())
-        .map_err(|e| Error::Config(format!("sslrootcert {}: {e}", path.display())))?;
+        .map_err(|e| Error::config_from(format!("sslrootcert {}", path.display()), e))?;
     let (added, _) = store.add_parsable_certificates(certs);
     if added == 0 {
-        return Err(Error::Config(format!(
+        return Err(Error::config(format!(
             "sslrootcert {}: no certificate in it",
             path.display()
         )));
@@ -391,14 +388,14 @@ fn decode(s: &str) -> Result<String> {
     percent_encoding::percent_decode_str(s)
         .decode_utf8()
         .map(|c| c.into_owned())
-        .map_err(|_| Error::Config("bad database URL: a query value is not UTF-8".into()))
+        .map_err(|_| Error::config("bad database URL: a query value is not UTF-8"))
 }
 
 /// The `key = value` pairs of a libpq key/value string, each with its
 /// decoded value and its text as written: values may be single-quoted,
 /// with `\'` and `\\` escapes.
 fn key_values(s: &str) -> Result<Vec<(String, String, &str)>> {
-    let bad = |why: &str| Error::Config(format!("bad database connection string: {why}"));
+    let bad = |why: &str| Error::config(format!("bad database connection string: {why}"));
     let bytes = s.as_bytes();
     let mut out = Vec::new();
     let mut i = 0;

@@ -111,7 +111,7 @@ impl DeadLetters {
     /// cannot be read is an [`UnreadableRow`] in its place.
     pub async fn list(&self, topic: Option<&str>, limit: i64) -> Result<Vec<DeadRow>> {
         if limit < 1 {
-            return Err(Error::Config(format!("limit must be >= 1, got {limit}")));
+            return Err(Error::config(format!("limit must be >= 1, got {limit}")));
         }
         self.store
             .list_dead_messages(DeadListParams { topic, limit })
@@ -127,7 +127,7 @@ impl DeadLetters {
         limit: i64,
     ) -> Result<Vec<DeadSummary>> {
         if limit < 1 {
-            return Err(Error::Config(format!("limit must be >= 1, got {limit}")));
+            return Err(Error::config(format!("limit must be >= 1, got {limit}")));
         }
         self.store
             .newest_dead_messages(DeadFilterParams { topic, text }, limit)
@@ -194,7 +194,7 @@ impl DeadLetters {
                 wanted.sort_unstable();
                 wanted.dedup();
                 if wanted.is_empty() {
-                    return Err(Error::Config("no message ids to replay".into()));
+                    return Err(Error::config("no message ids to replay"));
                 }
                 // One transaction: replay, then roll back unless every id
                 // was dead. The statuses are read under the same locks.

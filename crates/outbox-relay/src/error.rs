@@ -58,12 +58,28 @@ pub enum Error {
         /// Why, from the driver or the decoder.
         reason: String,
     },
-    /// A configuration value is out of range or malformed.
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    /// Building a publisher failed (bad URL, unknown scheme, ...).
-    #[error("publisher: {0}")]
-    Publisher(String),
+    /// A configuration value is out of range or malformed (built with
+    /// [`Error::config`] or, keeping what refused it, [`Error::config_from`]).
+    #[error("invalid configuration: {message}")]
+    Config {
+        /// What is wrong, naming the value.
+        message: String,
+        /// What refused it (a URL parser, a file that cannot be read, a
+        /// TLS library), when something did.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// Building a publisher failed (bad URL, unknown scheme, a client
+    /// library that refused its settings, ...); see [`Error::publisher`]
+    /// and [`Error::publisher_from`].
+    #[error("publisher: {message}")]
+    Publisher {
+        /// What is wrong.
+        message: String,
+        /// The client library's error, when it refused.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A benchmark or self-check found the outbox in a state it must never be in.
     #[error("check failed: {0}")]
     Check(String),
@@ -73,6 +89,122 @@ pub enum Error {
     /// An error of the `outbox` library (schema name, ...).
     #[error(transparent)]
     Outbox(#[from] outbox::Error),
+}
+
+/// The cause kept in [`Error::Config`] and [`Error::Publisher`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// What kind of error an [`Error`] is: for a caller that handles some
+/// kinds (a taken `event_id`, a schema to migrate) and reports the rest,
+/// without matching on every variant (sqlx's `ErrorKind` is the model).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// An `event_id` given by the caller is already in the outbox
+    /// ([`outbox::ErrorKind::DuplicateEvent`]).
+    DuplicateEvent,
+    /// The schema is not at this build's migration: not migrated, behind
+    /// or ahead ([`Error::NotMigrated`], [`Error::SchemaBehind`],
+    /// [`Error::SchemaAhead`]).
+    SchemaMismatch,
+    /// A configuration value, a schema name or an argument was refused
+    /// before anything ran.
+    Config,
+    /// A message refused by the `outbox` library before anything was written.
+    InvalidMessage,
+    /// The database failed, refused a statement, or could not be reached.
+    Database,
+    /// The database did not answer in time ([`Error::DatabaseTimeout`]).
+    Timeout,
+    /// A publisher could not be built ([`Error::Publisher`]).
+    Publisher,
+    /// A row holds a value this build cannot read ([`Error::Decode`]).
+    Decode,
+    /// A self-check found the outbox in a state it must never be in.
+    Check,
+    /// Dead-letter ids that are not dead messages ([`Error::NotDead`]).
+    NotDead,
+}
+
+impl Error {
+    /// [`Error::Config`] with no cause beyond its message.
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::Config {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`Error::Config`] caused by `source` (printed after the message by
+    /// [`error_chain`]).
+    pub fn config_from(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Config {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// [`Error::Publisher`] with no cause beyond its message.
+    pub fn publisher(message: impl Into<String>) -> Self {
+        Self::Publisher {
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// [`Error::Publisher`] caused by `source`, the client library's error.
+    pub fn publisher_from(message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Self::Publisher {
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+
+    /// The kind of this error, for a caller to match.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Database(_) | Self::Pool(_) | Self::RowCount { .. } => ErrorKind::Database,
+            Self::DatabaseTimeout(_) => ErrorKind::Timeout,
+            Self::NotMigrated(_) | Self::SchemaBehind { .. } | Self::SchemaAhead { .. } => {
+                ErrorKind::SchemaMismatch
+            }
+            Self::Decode { .. } => ErrorKind::Decode,
+            Self::Config { .. } => ErrorKind::Config,
+            Self::Publisher { .. } => ErrorKind::Publisher,
+            Self::Check(_) => ErrorKind::Check,
+            Self::NotDead(_) => ErrorKind::NotDead,
+            Self::Outbox(e) => match e.kind() {
+                outbox::ErrorKind::DuplicateEvent => ErrorKind::DuplicateEvent,
+                outbox::ErrorKind::InvalidMessage => ErrorKind::InvalidMessage,
+                outbox::ErrorKind::InvalidName => ErrorKind::Config,
+                // `Database`, and any kind a newer `outbox` adds.
+                _ => ErrorKind::Database,
+            },
+        }
+    }
+
+    /// The message of an [`Error::Config`] or [`Error::Publisher`]
+    /// followed by its causes (`message: cause: …`), without the
+    /// variant's prefix: how the CLI reports one value it refused.
+    /// Any other error: its [`error_chain`].
+    pub fn detail(&self) -> String {
+        match self {
+            Self::Config { message, source } | Self::Publisher { message, source } => {
+                match source {
+                    Some(s) => {
+                        let cause = error_chain(s.as_ref());
+                        if message.contains(&cause) {
+                            message.clone()
+                        } else {
+                            format!("{message}: {cause}")
+                        }
+                    }
+                    None => message.clone(),
+                }
+            }
+            other => error_chain(other),
+        }
+    }
 }
 
 fn not_dead_list(items: &[crate::dead::NotReplayed]) -> String {
@@ -212,6 +344,96 @@ mod tests {
     fn an_anyhow_context_chain_is_walked() {
         let e = anyhow::Error::new(chain(&["root"])).context("outer");
         assert_eq!(error_chain(e.as_ref()), "outer: root");
+    }
+
+    #[test]
+    fn each_variant_has_its_kind() {
+        use crate::Error as E;
+        use crate::ErrorKind as K;
+        let duplicate = outbox::Error::DuplicateEvent {
+            source: Box::new(chain(&["unique violation"])),
+        };
+        let bad_name = outbox::Schema::new("Bad-Name").unwrap_err();
+        let bad_message = outbox::Error::InvalidMessage(outbox::InvalidMessage::EmptyTopic);
+        for (e, kind) in [
+            (
+                E::DatabaseTimeout(std::time::Duration::from_secs(1)),
+                K::Timeout,
+            ),
+            (
+                E::RowCount {
+                    expected: "one",
+                    got: 2,
+                },
+                K::Database,
+            ),
+            (E::Pool(deadpool_postgres::PoolError::Closed), K::Database),
+            (E::NotMigrated("s".into()), K::SchemaMismatch),
+            (
+                E::SchemaBehind {
+                    schema: "s".into(),
+                    at: 1,
+                    needs: 2,
+                },
+                K::SchemaMismatch,
+            ),
+            (
+                E::SchemaAhead {
+                    schema: "s".into(),
+                    at: 3,
+                    knows: 2,
+                },
+                K::SchemaMismatch,
+            ),
+            (
+                E::Decode {
+                    column: "c".into(),
+                    reason: "r".into(),
+                },
+                K::Decode,
+            ),
+            (E::config("x"), K::Config),
+            (E::publisher("x"), K::Publisher),
+            (E::Check("x".into()), K::Check),
+            (E::NotDead(Vec::new()), K::NotDead),
+            (E::from(duplicate), K::DuplicateEvent),
+            (E::from(bad_name), K::Config),
+            (E::from(bad_message), K::InvalidMessage),
+            (
+                E::from(outbox::Error::database(chain(&["no"]))),
+                K::Database,
+            ),
+        ] {
+            assert_eq!(e.kind(), kind, "{e}");
+        }
+    }
+
+    /// A Config or Publisher error built from its cause keeps it as the
+    /// source: the message says what was refused, the chain why.
+    #[test]
+    fn config_and_publisher_errors_keep_their_cause() {
+        let cause = "No such file or directory";
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, cause);
+        for e in [
+            crate::Error::config_from("bad URL", io()),
+            crate::Error::publisher_from("bad URL", io()),
+        ] {
+            let source = std::error::Error::source(&e).expect("the cause is the source");
+            assert!(source.downcast_ref::<std::io::Error>().is_some(), "{e}");
+            assert!(!e.to_string().contains(cause), "{e}");
+            assert!(
+                error_chain(&e).ends_with(&format!("bad URL: {cause}")),
+                "{e}"
+            );
+            assert_eq!(e.detail(), format!("bad URL: {cause}"));
+        }
+        let plain = crate::Error::config("limit must be >= 1");
+        assert!(std::error::Error::source(&plain).is_none());
+        assert_eq!(
+            plain.to_string(),
+            "invalid configuration: limit must be >= 1"
+        );
+        assert_eq!(plain.detail(), "limit must be >= 1");
     }
 
     #[test]

@@ -55,7 +55,7 @@ pub use backlog::BacklogGauges;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use dead::{DeadLetters, NotReplayed, ReplayTarget};
 pub use envelope::Envelope;
-pub use error::{error_chain, Error, Result};
+pub use error::{error_chain, BoxError, Error, ErrorKind, Result};
 pub use message::{Message, Payload};
 pub use publisher::{Accepted, BatchOrder, ErrorClass, Outcome, PublishError, Publisher};
 pub use relay::{PassStats, PublishedBatch, Relay, RelayConfig};
@@ -132,5 +132,5 @@ fn build_pool(
             })
         }))
         .build()
-        .map_err(|e| Error::Config(format!("bad database URL: {e}")))
+        .map_err(|e| Error::config_from("bad database URL", e))
 }

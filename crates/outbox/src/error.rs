@@ -113,6 +113,37 @@ impl fmt::Display for InvalidMessage {
     }
 }
 
+/// What kind of error an [`Error`] is, for a caller to match without
+/// naming every variant (sqlx's `ErrorKind` is the model): e.g. treat
+/// [`ErrorKind::DuplicateEvent`] as "already enqueued".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A schema or role name that cannot be used ([`Error::InvalidIdentifier`],
+    /// [`Error::InvalidRoleName`]).
+    InvalidName,
+    /// A message refused before anything was written
+    /// ([`Error::InvalidMessage`], [`Error::Serialize`]).
+    InvalidMessage,
+    /// An `event_id` given by the caller is already in the outbox
+    /// ([`Error::DuplicateEvent`]).
+    DuplicateEvent,
+    /// The database failed or refused the statement ([`Error::Database`]).
+    Database,
+}
+
+impl Error {
+    /// The kind of this error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::InvalidIdentifier { .. } | Self::InvalidRoleName { .. } => ErrorKind::InvalidName,
+            Self::InvalidMessage(_) | Self::Serialize(_) => ErrorKind::InvalidMessage,
+            Self::DuplicateEvent { .. } => ErrorKind::DuplicateEvent,
+            Self::Database { .. } => ErrorKind::Database,
+        }
+    }
+}
+
 impl Error {
     /// Wraps a driver error (tokio-postgres, sqlx) as its source.
     pub fn database(e: impl std::error::Error + Send + Sync + 'static) -> Self {
@@ -167,5 +198,56 @@ pub fn describe_tokio_postgres(e: &tokio_postgres::Error) -> String {
             Some(cause) => format!("{e}: {cause}"),
             None => e.to_string(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Driver;
+
+    impl fmt::Display for Driver {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("server said no")
+        }
+    }
+
+    impl std::error::Error for Driver {}
+
+    #[test]
+    fn each_variant_has_its_kind() {
+        let bad_json = serde_json::from_str::<serde_json::Value>("{").unwrap_err();
+        for (e, kind) in [
+            (
+                Error::InvalidIdentifier {
+                    name: "X".into(),
+                    reason: "r",
+                },
+                ErrorKind::InvalidName,
+            ),
+            (
+                Error::InvalidRoleName {
+                    name: "public".into(),
+                    reason: "r",
+                },
+                ErrorKind::InvalidName,
+            ),
+            (
+                Error::InvalidMessage(InvalidMessage::EmptyTopic),
+                ErrorKind::InvalidMessage,
+            ),
+            (Error::Serialize(bad_json), ErrorKind::InvalidMessage),
+            (
+                Error::DuplicateEvent {
+                    source: Box::new(Driver),
+                },
+                ErrorKind::DuplicateEvent,
+            ),
+            (Error::database(Driver), ErrorKind::Database),
+        ] {
+            assert_eq!(e.kind(), kind, "{e}");
+        }
     }
 }

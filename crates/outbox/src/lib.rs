@@ -47,7 +47,7 @@ mod trace;
 pub use driver::Executor;
 #[cfg(feature = "tokio-postgres")]
 pub use error::describe_tokio_postgres;
-pub use error::{Error, InvalidMessage, Result};
+pub use error::{Error, ErrorKind, InvalidMessage, Result};
 pub use headers::{reserved_header, RESERVED_HEADERS, RESERVED_HEADER_PREFIXES};
 pub use inbox::{Delivery, Inbox};
 pub use message::{Enqueued, NewMessage};

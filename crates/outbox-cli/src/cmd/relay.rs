@@ -1,4 +1,4 @@
-use crate::config::{Key, Settings, KEYS};
+use crate::config::{keys, Key, Settings};
 use crate::http;
 use outbox_relay::publishers::{AnyPublisher, PublisherContext};
 use outbox_relay::{Admin, Relay, Store};
@@ -25,7 +25,7 @@ pub struct Args {
 pub struct RelayFlags(Vec<(&'static str, String)>);
 
 fn relay_keys() -> impl Iterator<Item = &'static Key> {
-    KEYS.iter().filter(|k| !k.global)
+    keys().iter().filter(|k| !k.global && k.flag.is_some())
 }
 
 impl clap::FromArgMatches for RelayFlags {
@@ -45,10 +45,20 @@ impl clap::FromArgMatches for RelayFlags {
 
 impl clap::Args for RelayFlags {
     fn augment_args(cmd: clap::Command) -> clap::Command {
+        // The keys without a flag (secrets), listed after the flags.
+        let secrets: Vec<String> = keys()
+            .iter()
+            .filter(|k| k.flag.is_none())
+            .map(|k| format!("  {}: {}", k.name, k.help_line()))
+            .collect();
+        let cmd = cmd.after_help(format!(
+            "Secrets, from the environment or the config file only (command lines show in `ps`):\n{}",
+            secrets.join("\n")
+        ));
         relay_keys().fold(cmd, |cmd, k| {
             cmd.arg(
                 clap::Arg::new(k.name)
-                    .long(k.flag.trim_start_matches("--"))
+                    .long(k.flag.unwrap_or_default().trim_start_matches("--"))
                     .value_name(k.env.trim_start_matches("OUTBOX_"))
                     .help(k.help_line()),
             )
@@ -100,6 +110,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
         pool,
         schema,
         relay_id: config.relay_id.clone(),
+        settings: settings.publisher_settings.clone(),
     };
     // Shared with the readiness probe, which checks the same destination.
     let publisher = Arc::new(AnyPublisher::from_url(&settings.publisher, &ctx).await?);
@@ -120,7 +131,7 @@ pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
     if let (Some(addr), Some(handle)) = (settings.metrics_addr, metrics) {
         let probes = http::Probes::new(relay.store().clone(), publisher);
         let page = http::PageSetup {
-            token: super::ui::token_from_env()?,
+            token: settings.ui_token.as_ref().map(|t| t.expose().to_owned()),
             database_url: url.clone(),
             allowed_hosts: settings.ui_allowed_hosts.clone(),
             breaker: relay.breaker_view(),

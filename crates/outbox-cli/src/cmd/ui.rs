@@ -1,5 +1,5 @@
+use crate::config::Settings;
 use anyhow::Context;
-use outbox::Schema;
 use outbox_cli::usage;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -24,25 +24,13 @@ pub struct Args {
     ui_allowed_hosts: Option<String>,
 }
 
-/// Shortest token accepted: a guessable one would make the token pointless.
-const MIN_TOKEN: usize = 16;
-
-/// The token actions need, from `OUTBOX_UI_TOKEN` (never a flag: flags show
-/// in `ps`). Unset means none; set but weak is an error.
-pub fn token_from_env() -> anyhow::Result<Option<String>> {
-    match std::env::var("OUTBOX_UI_TOKEN") {
-        Err(std::env::VarError::NotPresent) => Ok(None),
-        Err(std::env::VarError::NotUnicode(_)) => usage("OUTBOX_UI_TOKEN is not valid UTF-8"),
-        Ok(t) if t.trim().chars().count() < MIN_TOKEN => usage(format!(
-            "OUTBOX_UI_TOKEN is shorter than {MIN_TOKEN} characters; use a random one, \
-             e.g. `openssl rand -hex 24`"
-        )),
-        Ok(t) => Ok(Some(t.trim().to_owned())),
-    }
-}
-
-pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Result<()> {
-    let token = token_from_env()?;
+/// `outbox ui`, with the configuration's `ui_token` (`OUTBOX_UI_TOKEN`, or
+/// the config file: never a flag, as flags show in `ps`), checked with
+/// every other key before this runs.
+pub async fn run(settings: &Settings, args: Args) -> anyhow::Result<()> {
+    let url = settings.database_url.clone();
+    let schema = settings.schema.clone();
+    let token = settings.ui_token.as_ref().map(|t| t.expose().to_owned());
     if args.interval < Duration::from_millis(500) {
         return usage(format!(
             "--interval must be at least 500ms, got {:?}",
@@ -60,7 +48,7 @@ pub async fn run(url: Option<String>, schema: Schema, args: Args) -> anyhow::Res
     let allowed_hosts = match &args.ui_allowed_hosts {
         Some(names) => crate::config::parse::host_names(names)
             .or_else(|e| usage(format!("--ui-allowed-hosts: {e}")))?,
-        None => Vec::new(),
+        None => settings.ui_allowed_hosts.clone(),
     };
     let token = if args.read_only { None } else { token };
     // Beyond loopback the page shows producers' payloads and errors to

@@ -7,11 +7,12 @@
 mod keys;
 pub mod parse;
 
-pub use keys::{help_line, markdown_table, Key, KEYS};
+pub use keys::{help_line, keys, markdown_table, Key, MIN_TOKEN};
 
 use crate::logging::LogFormat;
 use outbox::Schema;
 use outbox_relay::metrics::TopicLabels;
+use outbox_relay::publishers::PublisherSettings;
 use outbox_relay::RelayConfig;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -66,10 +67,17 @@ impl fmt::Display for ConfigErrors {
 impl std::error::Error for ConfigErrors {}
 
 /// One key's raw text and where it came from (`None`: unset).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 struct Raw {
     value: Option<String>,
     source: Source,
+}
+
+// The text may be a secret (a token); the typed field shows what it set.
+impl fmt::Debug for Raw {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Raw({})", self.source)
+    }
 }
 
 impl Raw {
@@ -78,7 +86,30 @@ impl Raw {
     }
 }
 
-/// The validated, effective configuration. Each key of [`KEYS`] sets one
+/// A secret value (the operator page's token): never in `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// The value itself, for the one place that compares it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(outbox_relay::redact::HIDDEN)
+    }
+}
+
+impl From<String> for Secret {
+    fn from(s: String) -> Self {
+        Self(s)
+    }
+}
+
+/// The validated, effective configuration. Each key of [`keys`] sets one
 /// field (its `apply`); the relay's own settings go straight into the
 /// engine's [`RelayConfig`], so they are not mirrored here.
 #[derive(Debug, Clone)]
@@ -89,6 +120,9 @@ pub struct Settings {
     pub schema: Schema,
     /// Where the relay publishes.
     pub publisher: String,
+    /// Values of the publishers' declared settings (the webhook's), for
+    /// the publisher.
+    pub publisher_settings: PublisherSettings,
     /// The relay's settings, as the engine takes them (`relay_id` and the
     /// backlog gauges are filled in by [`Settings::relay_config`]).
     pub relay: RelayConfig,
@@ -101,6 +135,8 @@ pub struct Settings {
     /// Names the operator page answers in `Host`, besides IP addresses
     /// and `localhost`.
     pub ui_allowed_hosts: Vec<String>,
+    /// The token the operator page's actions need (`None`: read-only).
+    pub ui_token: Option<Secret>,
     /// Log lines for people or for machines.
     pub log_format: LogFormat,
     /// The config file read, if any.
@@ -144,10 +180,10 @@ fn load_with(
     env: impl Fn(&str) -> Option<String>,
     mut errors: Vec<String>,
 ) -> Result<Settings, ConfigErrors> {
-    let mut raw: BTreeMap<&'static str, Raw> = KEYS
+    let mut raw: BTreeMap<&'static str, Raw> = keys()
         .iter()
         .map(|k| {
-            let value = (k.default)();
+            let value = k.default_value();
             (k.name, Raw::new(value, Source::Default))
         })
         .collect();
@@ -156,7 +192,7 @@ fn load_with(
             raw.insert(name, Raw::new(Some(value), Source::File(path.to_owned())));
         }
     }
-    for k in KEYS {
+    for k in keys() {
         // An empty variable counts as unset, as shells often export them so.
         if let Some(v) = env(k.env).filter(|v| !v.is_empty()) {
             raw.insert(k.name, Raw::new(Some(v), Source::Env(k.env)));
@@ -164,7 +200,8 @@ fn load_with(
     }
     for (name, value) in flags {
         let k = keys::find(name).expect("flags name known keys");
-        raw.insert(k.name, Raw::new(Some(value.clone()), Source::Flag(k.flag)));
+        let flag = k.flag.expect("flags name keys with a flag");
+        raw.insert(k.name, Raw::new(Some(value.clone()), Source::Flag(flag)));
     }
     let settings = Settings::from_raw(raw, file.map(|(path, _)| path), &mut errors);
     if errors.is_empty() {
@@ -245,11 +282,13 @@ impl Settings {
             database_url: None,
             schema: Schema::default(),
             publisher: keys::DEFAULT_PUBLISHER.to_owned(),
+            publisher_settings: PublisherSettings::new(),
             relay: RelayConfig::default(),
             relay_id: None,
             metrics_addr: None,
             metrics_topics: TopicLabels::default(),
             ui_allowed_hosts: Vec::new(),
+            ui_token: None,
             log_format: LogFormat::default(),
             file: file.map(Path::to_owned),
             raw: BTreeMap::new(),
@@ -257,16 +296,16 @@ impl Settings {
         // Defaults too go through `apply`: the text a default is shown as
         // must mean that default. A bad value records one line naming the
         // key, the (redacted) value and its source, and leaves the default.
-        for k in KEYS {
+        for k in keys() {
             let r = &raw[k.name];
             let Some(v) = &r.value else { continue };
-            if let Err(e) = (k.apply)(v, &mut settings) {
+            if let Err(e) = k.apply_to(v, &mut settings) {
                 // Without the query: a misspelt option (`pasword=`) is not
                 // a secret by name, and the error names the option anyway.
-                let shown = if k.secret {
+                let shown = if k.secret && !k.hidden {
                     outbox_relay::redact::redact_without_query(v)
                 } else {
-                    v.clone()
+                    k.shown_value(v)
                 };
                 errors.push(format!(
                     "{} = {:?} (from {}): {}",
@@ -304,16 +343,12 @@ impl Settings {
     /// Passwords are replaced by `***`.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for k in KEYS {
+        for k in keys() {
             let r = &self.raw[k.name];
             let line = match &r.value {
                 None => format!("# {} is not set", k.name),
                 Some(v) => {
-                    let v = if k.secret {
-                        parse::redact(v)
-                    } else {
-                        v.clone()
-                    };
+                    let v = k.shown_value(v);
                     // Numbers as TOML numbers (rate_limit may also be "off").
                     let numeric = k.numeric && toml_number(v.trim());
                     if numeric {

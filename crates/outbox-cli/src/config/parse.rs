@@ -209,8 +209,8 @@ pub fn database_url(s: &str) -> Result<String, String> {
     // parameters), so a URL accepted here also connects, its certificate
     // files read; its message never contains the password.
     outbox_relay::connect::target(s).map_err(|e| match e {
-        outbox_relay::Error::Config(m) => m,
-        other => format!("not a valid connection string: {other}"),
+        outbox_relay::Error::Config { .. } => e.detail(),
+        other => format!("not a valid connection string: {}", other.detail()),
     })?;
     Ok(s.to_owned())
 }
@@ -219,10 +219,22 @@ pub fn database_url(s: &str) -> Result<String, String> {
 /// check (every option and its value), which connects nowhere.
 pub fn publisher(s: &str) -> Result<String, String> {
     outbox_relay::publishers::AnyPublisher::check_url(s).map_err(|e| match e {
-        outbox_relay::Error::Publisher(m) => m,
-        other => other.to_string(),
+        outbox_relay::Error::Publisher { .. } => e.detail(),
+        other => outbox_relay::error_chain(&other),
     })?;
     Ok(s.to_owned())
+}
+
+/// The operator page's token: at least `min` characters once trimmed. The
+/// message never holds the token.
+pub fn ui_token(s: &str, min: usize) -> Result<super::Secret, String> {
+    let t = s.trim();
+    if t.chars().count() < min {
+        return Err(format!(
+            "shorter than {min} characters; use a random one, e.g. `openssl rand -hex 24`"
+        ));
+    }
+    Ok(super::Secret::from(t.to_owned()))
 }
 
 /// A relay id: any text of 1 to 200 characters.

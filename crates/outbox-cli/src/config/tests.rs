@@ -336,9 +336,12 @@ fn docs_table_is_the_key_table() {
 /// Every default the table shows loads back as the engine's own default.
 #[test]
 fn every_shown_default_is_the_engines() {
-    let text: String = KEYS
+    let text: String = keys()
         .iter()
-        .filter_map(|k| (k.default)().map(|d| format!("{} = {}\n", k.name, toml::Value::String(d))))
+        .filter_map(|k| {
+            k.default_value()
+                .map(|d| format!("{} = {}\n", k.name, toml::Value::String(d)))
+        })
         .collect();
     let s = load_str(Path::new("defaults.toml"), &text, &[], env_of(&[])).unwrap();
     let (c, d) = (s.relay_config(), RelayConfig::default());
@@ -362,4 +365,75 @@ fn every_shown_default_is_the_engines() {
     );
     assert_eq!(s.log_format, crate::logging::LogFormat::default());
     assert_eq!(s.schema.name(), outbox::DEFAULT_SCHEMA);
+}
+
+/// The webhook's settings are keys like any other (declared in its folder):
+/// file, env and flag reach the publisher's settings, a bad value is one
+/// line naming the key, and the secret is never printed.
+#[test]
+fn publisher_settings_load_like_every_key_and_reach_the_publisher() {
+    use outbox_relay::publishers::http::setting;
+    let f = file("webhook_secret = \"whsec_c2VjcmV0LWJ5dGVz\"\nwebhook_timeout = \"2s\"\n");
+    let env = env_of(&[("OUTBOX_WEBHOOK_CONCURRENCY", "4")]);
+    let flags = [("webhook_timeout", "3s".to_owned())];
+    let s = load(Some(f.path()), &flags, &env).unwrap();
+    let p = &s.publisher_settings;
+    assert_eq!(p.get(setting::SECRET), Some("whsec_c2VjcmV0LWJ5dGVz"));
+    assert_eq!(p.get(setting::TIMEOUT), Some("3s"));
+    assert_eq!(p.get(setting::CONCURRENCY), Some("4"));
+    assert_eq!(p.get(setting::SOURCE), Some("/outbox"));
+    assert_eq!(
+        s.source("webhook_timeout"),
+        &Source::Flag("--webhook-timeout")
+    );
+    let out = s.render();
+    assert!(!out.contains("c2VjcmV0"), "{out}");
+    assert!(out.contains("webhook_secret = \"***\""), "{out}");
+    assert!(out.contains("webhook_concurrency = 4"), "{out}");
+    let http = outbox_relay::publishers::http::HttpConfig::with_settings("http://h/", p).unwrap();
+    assert_eq!(http.timeout, Duration::from_secs(3));
+    assert_eq!(http.concurrency, 4);
+
+    let env = env_of(&[
+        ("OUTBOX_WEBHOOK_TIMEOUT", "never"),
+        ("OUTBOX_WEBHOOK_SECRET", "whsec_not-base64-hunter2!"),
+    ]);
+    let e = load(None, &[], env).unwrap_err().to_string();
+    assert!(
+        e.contains("webhook_timeout = \"never\" (from env OUTBOX_WEBHOOK_TIMEOUT): must be a positive duration"),
+        "{e}"
+    );
+    assert!(
+        e.contains("webhook_secret = \"***\" (from env OUTBOX_WEBHOOK_SECRET): the part after whsec_ is not valid base64"),
+        "{e}"
+    );
+    assert!(!e.contains("hunter2"), "{e}");
+}
+
+/// The operator page's token is a key: env or file, never a flag, never
+/// printed; a short one is refused like any bad value.
+#[test]
+fn the_ui_token_is_a_hidden_key() {
+    let s = load(None, &[], env_of(&[])).unwrap();
+    assert!(s.ui_token.is_none());
+    let token = "tok-0123456789abcdef-hunter2";
+    let s = load(None, &[], env_of(&[("OUTBOX_UI_TOKEN", token)])).unwrap();
+    assert_eq!(s.ui_token.as_ref().map(|t| t.expose()), Some(token));
+    assert_eq!(s.source("ui_token"), &Source::Env("OUTBOX_UI_TOKEN"));
+    let out = s.render();
+    assert!(
+        !out.contains("hunter2") && out.contains("ui_token = \"***\""),
+        "{out}"
+    );
+    assert!(!format!("{s:?}").contains("hunter2"));
+    let f = file(&format!("ui_token = \"{token}\"\n"));
+    let s = load(Some(f.path()), &[], env_of(&[])).unwrap();
+    assert_eq!(s.ui_token.as_ref().map(|t| t.expose()), Some(token));
+    let e = load(None, &[], env_of(&[("OUTBOX_UI_TOKEN", "hunter2")]))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "invalid configuration: ui_token = \"***\" (from env OUTBOX_UI_TOKEN): shorter than 16 characters; use a random one, e.g. `openssl rand -hex 24`"
+    );
 }

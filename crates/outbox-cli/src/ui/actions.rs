@@ -67,7 +67,7 @@ fn done(query: &str) -> Response {
 
 fn failed(e: &Error) -> Response {
     match e {
-        Error::NotDead(_) | Error::Config(_) => {
+        Error::NotDead(_) | Error::Config { .. } => {
             page::problem(StatusCode::CONFLICT, &format!("nothing was done: {e}"))
         }
         e => page::problem(

@@ -487,14 +487,14 @@ fn every_default_agrees_across_help_config_check_and_readme() {
     check.env_remove("DATABASE_URL");
     let (ok, out, err) = run(&mut check);
     assert!(ok, "{err}");
-    for k in outbox_cli::config::KEYS {
+    for k in outbox_cli::config::keys() {
         let shown = k
             .shown_default()
             .map(|d| format!(" [default: {d}]"))
             .unwrap_or_default();
         let expected = format!("[env: {}]{shown}", k.env);
         assert!(help.contains(&expected), "--help lacks {expected}:\n{help}");
-        match (k.default)() {
+        match k.default_value() {
             Some(d) => {
                 let l = line(&out, k.name);
                 let value = l.split('#').next().unwrap().trim();

@@ -73,6 +73,16 @@ async fn config_check_hides_every_password_form() {
     ));
     std::fs::remove_file(&file).ok();
     assert!(all.contains("publisher"), "{all}");
+    // Whole-value secrets (keys without a flag) print as `***`.
+    let (ok, all) = run_traced(
+        outbox(t.name(), &["config", "check"])
+            .env("OUTBOX_UI_TOKEN", format!("token-{SECRET}-0123456789"))
+            .env("OUTBOX_WEBHOOK_SECRET", SECRET),
+    );
+    assert!(ok, "{all}");
+    for key in ["ui_token", "webhook_secret"] {
+        assert!(all.contains(&format!("{key} = \"***\"")), "{all}");
+    }
 }
 
 #[tokio::test]

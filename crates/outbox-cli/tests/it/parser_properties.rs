@@ -25,7 +25,7 @@ fn parse_all(url: &str) -> Vec<String> {
         show(asynq::AsynqConfig::from_url(url)),
         show(nats::NatsConfig::from_url(url)),
         show(kafka::KafkaConfig::from_url(url)),
-        show(http::HttpConfig::from_url_and_env(url, |_| None)),
+        show(http::HttpConfig::new(url)),
     ]
 }
 

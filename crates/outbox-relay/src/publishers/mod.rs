@@ -16,7 +16,7 @@ mod limits;
 use crate::redact::redact;
 use crate::{Error, Message, Outcome, PublishError, Publisher, Result};
 use deadpool_postgres::Pool;
-pub use kit::declare::{Declaration, Opt, ANY_DOTTED};
+pub use kit::declare::{Declaration, Opt, PublisherSettings, Setting, ANY_DOTTED};
 use outbox::Schema;
 
 /// What a publisher may need from the relay's side when built from a URL.
@@ -28,6 +28,9 @@ pub struct PublisherContext {
     pub schema: Schema,
     /// The relay id, recorded by sinks that keep one.
     pub relay_id: String,
+    /// Values of the publishers' declared settings (the webhook's signing
+    /// secret, timeout, ...); those not given take their defaults.
+    pub settings: PublisherSettings,
 }
 
 /// The registry: one line per publisher (its Cargo feature, its folder,
@@ -147,7 +150,7 @@ pub fn prefixes() -> Vec<String> {
 
 /// The error for a scheme this build does not know, listing those it does.
 fn unknown(url: &str) -> Error {
-    Error::Publisher(format!(
+    Error::publisher(format!(
         "unknown publisher {:?}: this build accepts {}",
         redact(url),
         prefixes().join(", ")
@@ -194,6 +197,7 @@ mod tests {
             pool: crate::pool("postgres://nobody@127.0.0.1:1/none", 1).unwrap(),
             schema: outbox::Schema::new("outbox").unwrap(),
             relay_id: "test".into(),
+            settings: super::PublisherSettings::new(),
         }
     }
 
@@ -319,6 +323,17 @@ mod tests {
             assert!(
                 docs.contains(&table),
                 "docs/publishers-*.md lacks the {} options as declared; the table should read:\n{table}",
+                d.name
+            );
+        }
+        for d in super::declarations()
+            .into_iter()
+            .filter(|d| !d.settings.is_empty())
+        {
+            let table = d.settings_table();
+            assert!(
+                docs.contains(&table),
+                "docs/publishers-*.md lacks the {} settings as declared; the table should read:\n{table}",
                 d.name
             );
         }

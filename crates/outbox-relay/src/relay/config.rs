@@ -203,7 +203,7 @@ impl Default for RelayConfig {
 impl RelayConfig {
     /// Checks every value, naming the first bad one.
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::Config(m));
+        let bad = |m: String| Err(Error::config(m));
         if self.relay_id.trim().is_empty() || self.relay_id.len() > 200 {
             return bad("relay id must be 1 to 200 characters".into());
         }
@@ -265,7 +265,7 @@ impl RelayConfig {
         if self.max_message_bytes == 0 || self.max_message_bytes > i64::MAX as usize {
             return bad("max message bytes must be positive".into());
         }
-        self.retry.validate().map_err(Error::Config)
+        self.retry.validate().map_err(Error::config)
     }
 }
 
@@ -276,7 +276,7 @@ fn bounded(what: &str, d: Duration, min: Duration, why: Option<&str>) -> Result<
         return Ok(());
     }
     let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
-    Err(Error::Config(format!(
+    Err(Error::config(format!(
         "{what} must be at least {min:?}{why} and at most 100 years, got {d:?}"
     )))
 }

@@ -10,7 +10,8 @@ use crate::support;
 use base64::Engine as _;
 use conformance::{closed_port, unique, Harness, Received, Scope, Target};
 use outbox::{NewMessage, Outbox};
-use outbox_relay::publishers::http::{env, HttpConfig, HttpPublisher, WebhookSecret};
+use outbox_relay::publishers::http::{setting, HttpConfig, HttpPublisher, WebhookSecret};
+use outbox_relay::publishers::PublisherSettings;
 use outbox_relay::{Envelope, ErrorClass, Publisher, Relay, RelayConfig, Store};
 use outbox_testkit::webhook::{Receiver, Rule};
 use outbox_testkit::{readback, TestSchema};
@@ -25,14 +26,11 @@ fn random_whsec() -> String {
     )
 }
 
-fn publisher(url: &str, vars: &[(&str, &str)]) -> HttpPublisher {
-    let cfg = HttpConfig::from_url_and_env(url, |k| {
-        vars.iter()
-            .find(|(n, _)| *n == k)
-            .map(|(_, v)| v.to_string())
-    })
-    .unwrap();
-    HttpPublisher::new(cfg).unwrap()
+fn publisher(url: &str, given: &[(&str, &str)]) -> HttpPublisher {
+    let settings = given
+        .iter()
+        .fold(PublisherSettings::new(), |s, (k, v)| s.with(k, *v));
+    HttpPublisher::new(HttpConfig::with_settings(url, &settings).unwrap()).unwrap()
 }
 
 /// Reads back what one local receiver got, by the CloudEvent's `topic`.
@@ -142,7 +140,7 @@ conformance_suite!(HttpHarness::new().await);
 async fn delivers_a_signed_cloudevent_that_an_independent_library_verifies() {
     let rx = Receiver::start().await;
     let secret = random_whsec();
-    let p = publisher(&rx.url, &[(env::SECRET, &secret)]);
+    let p = publisher(&rx.url, &[(setting::SECRET, &secret)]);
     let batch = messages(5, "orders.created");
     assert_all_ok(&p.publish(&batch).await);
 
@@ -169,7 +167,7 @@ async fn delivers_a_signed_cloudevent_that_an_independent_library_verifies() {
 async fn a_plain_secret_signs_with_its_bytes() {
     let rx = Receiver::start().await;
     let secret = "correct horse battery staple";
-    let p = publisher(&rx.url, &[(env::SECRET, secret)]);
+    let p = publisher(&rx.url, &[(setting::SECRET, secret)]);
     assert_all_ok(&p.publish(&messages(3, "t")).await);
     rx.wait_for(3).await;
     assert_eq!(readback::verify_webhooks(secret, &rx.as_json()).await, 3);
@@ -207,7 +205,7 @@ async fn hostile_headers_and_topics_stay_in_the_body() {
 #[tokio::test]
 async fn each_message_gets_its_own_outcome() {
     let rx = Receiver::start().await;
-    let p = publisher(&rx.url, &[(env::CONCURRENCY, "2")]);
+    let p = publisher(&rx.url, &[(setting::CONCURRENCY, "2")]);
     let batch = messages(6, "t");
     rx.respond(batch[1].event_id.to_string(), Rule::status(422));
     rx.respond(batch[2].event_id.to_string(), Rule::status(500));
@@ -290,7 +288,7 @@ async fn the_relay_schedules_the_next_attempt_after_retry_after() {
 async fn timeouts_and_unreachable_endpoints_are_retryable() {
     let rx = Receiver::start().await;
     rx.respond_all(Rule::hang());
-    let p = publisher(&rx.url, &[(env::TIMEOUT, "300ms")]);
+    let p = publisher(&rx.url, &[(setting::TIMEOUT, "300ms")]);
     let e = p.publish(&messages(1, "t")).await.remove(0).unwrap_err();
     assert!(e.is_retryable() && e.message.contains("timed out"), "{e}");
 
@@ -306,7 +304,7 @@ async fn the_secret_never_shows() {
     let rx = Receiver::start().await;
     rx.respond_all(Rule::status(401));
     let secret = "s3cr3t-do-not-print";
-    let p = publisher(&rx.url, &[(env::SECRET, secret)]);
+    let p = publisher(&rx.url, &[(setting::SECRET, secret)]);
     let e = p.publish(&messages(1, "t")).await.remove(0).unwrap_err();
     assert_eq!(e.class, ErrorClass::Permanent);
     for text in [e.to_string(), format!("{e:?}"), format!("{p:?}")] {
@@ -352,4 +350,16 @@ async fn concurrent_publisher_sends_one_request_per_aggregate_at_a_time() {
     assert_all_ok(&publisher(&rx.url, &[]).publish(&batch).await);
     let max = rx.max_in_flight_per_aggregate()[&("order".to_owned(), "same".to_owned())];
     assert!(max > 1, "the receiver counts overlapping requests ({max})");
+}
+
+/// A bad endpoint is refused with an error a caller can match
+/// (`ErrorKind::Publisher`) that keeps the URL parser's error as its source.
+#[test]
+fn a_bad_endpoint_is_a_publisher_error_keeping_its_cause() {
+    let e = outbox_relay::publishers::AnyPublisher::check_url("http://[::1/hook").unwrap_err();
+    assert_eq!(e.kind(), outbox_relay::ErrorKind::Publisher);
+    let cause = std::error::Error::source(&e).expect("the URL parser's error is the source");
+    let chain = outbox_relay::error_chain(&e);
+    assert!(chain.ends_with(&format!(": {cause}")), "{chain}");
+    assert!(!e.to_string().contains(&cause.to_string()), "{e}");
 }

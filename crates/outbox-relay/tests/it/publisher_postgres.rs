@@ -84,6 +84,7 @@ impl Harness for PostgresHarness {
             pool: self.db.pool.clone(),
             schema: self.db.schema.clone(),
             relay_id: "conformance".into(),
+            settings: Default::default(),
         };
         Target {
             publisher: AnyPublisher::from_url("postgres", &ctx).await.unwrap(),
@@ -127,6 +128,7 @@ async fn url_publisher(t: &TestSchema) -> PostgresPublisher {
         pool: t.pool.clone(),
         schema: t.schema.clone(),
         relay_id: "sink-test".into(),
+        settings: Default::default(),
     };
     PostgresPublisher::from_url(&outbox_testkit::database_url(), &ctx)
         .await
@@ -355,6 +357,7 @@ async fn a_role_with_only_insert_delivers_into_an_existing_sink() {
         pool: t.pool.clone(),
         schema: t.schema.clone(),
         relay_id: "sink-test".into(),
+        settings: Default::default(),
     };
     let p = PostgresPublisher::from_url(&url, &ctx)
         .await

@@ -175,6 +175,7 @@ async fn a_caller_chosen_event_id_is_unique() {
         .await
         .unwrap_err();
     assert!(matches!(err, Error::DuplicateEvent { .. }), "{err}");
+    assert_eq!(err.kind(), outbox::ErrorKind::DuplicateEvent);
     // The driver's error is the source, not repeated in the message.
     assert_eq!(err.to_string(), "event_id already in the outbox");
     let source = std::error::Error::source(&err).expect("the driver's error is chained");
@@ -208,10 +209,12 @@ async fn a_taken_event_id_is_its_own_kind_through_sqlx_and_in_batches() {
     let batch = [order(2), order(3).event_id(id)];
     let err = outbox.enqueue_many(&client, &batch).await.unwrap_err();
     assert!(matches!(err, Error::DuplicateEvent { .. }), "{err}");
+    assert_eq!(err.kind(), outbox::ErrorKind::DuplicateEvent);
     // Not every database error is a duplicate.
     let missing = Outbox::with_schema(outbox::Schema::new("no_such_schema_here").unwrap());
     let err = missing.enqueue(&client, &order(4)).await.unwrap_err();
     assert!(matches!(err, Error::Database { .. }), "{err}");
+    assert_eq!(err.kind(), outbox::ErrorKind::Database);
     assert_eq!(t.count("SELECT count(*) FROM {schema}.messages").await, 1);
 }
 

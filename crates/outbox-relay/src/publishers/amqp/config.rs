@@ -62,6 +62,7 @@ pub(crate) const DECLARATION: Declaration = Declaration {
     name: "amqp",
     schemes: &["amqp"],
     not_served: &[("amqps", "amqps (TLS) is not supported by this build")],
+    settings: &[],
     summary: "RabbitMQ with publisher confirms",
     options: &[
         Opt::new(

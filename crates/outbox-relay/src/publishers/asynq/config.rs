@@ -53,6 +53,7 @@ pub(crate) const DECLARATION: Declaration = Declaration {
     name: "asynq",
     schemes: &["asynq"],
     not_served: &[],
+    settings: &[],
     summary: "asynq tasks on Redis",
     options: &[
         Opt::new(

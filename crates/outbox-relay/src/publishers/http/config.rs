@@ -1,15 +1,13 @@
 //! `http://…`, `https://…`: the URL is the endpoint, verbatim (its query
-//! belongs to the receiver). The publisher's own options come from the
-//! environment, so nothing can collide with the endpoint's URL:
-//!
-//! | variable                     | default   | meaning                                   |
-//! |------------------------------|-----------|-------------------------------------------|
-//! | `OUTBOX_WEBHOOK_SECRET`      | (none)    | signing secret, `whsec_<base64>` or plain |
-//! | `OUTBOX_WEBHOOK_TIMEOUT`     | `10s`     | per request: `250ms`, `10s`, `2m` or secs |
-//! | `OUTBOX_WEBHOOK_CONCURRENCY` | `16`      | requests in flight within a batch         |
-//! | `OUTBOX_WEBHOOK_SOURCE`      | `/outbox` | CloudEvents `source`                      |
+//! belongs to the receiver). The publisher's own options are therefore
+//! [`Setting`]s, declared here ([`SETTINGS`]) and given like any other
+//! setting (config file, environment, flag): `webhook_secret`
+//! (`OUTBOX_WEBHOOK_SECRET`), `webhook_timeout`, `webhook_concurrency`,
+//! `webhook_source`. Each value is read by one parser, which `outbox config
+//! check` runs too.
 
 use crate::envelope::DEFAULT_SOURCE;
+use crate::publishers::kit::declare::{PublisherSettings, Setting};
 use crate::publishers::kit::options::endpoint;
 use crate::{Error, Result};
 use base64::engine::general_purpose::STANDARD as B64;
@@ -18,16 +16,84 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::time::Duration;
 
-/// Environment variable names.
-pub mod env {
+/// The names of the webhook's settings (keys of [`PublisherSettings`]).
+pub mod setting {
     /// The signing secret.
-    pub const SECRET: &str = "OUTBOX_WEBHOOK_SECRET";
+    pub const SECRET: &str = "webhook_secret";
     /// Per-request timeout.
-    pub const TIMEOUT: &str = "OUTBOX_WEBHOOK_TIMEOUT";
+    pub const TIMEOUT: &str = "webhook_timeout";
     /// Requests in flight within a batch.
-    pub const CONCURRENCY: &str = "OUTBOX_WEBHOOK_CONCURRENCY";
+    pub const CONCURRENCY: &str = "webhook_concurrency";
     /// CloudEvents `source`.
-    pub const SOURCE: &str = "OUTBOX_WEBHOOK_SOURCE";
+    pub const SOURCE: &str = "webhook_source";
+}
+
+/// Requests in flight within a batch, at most.
+const MAX_CONCURRENCY: usize = 1024;
+
+/// The webhook's settings, as it declares them.
+pub(crate) const SETTINGS: &[Setting] = &[
+    Setting {
+        name: setting::SECRET,
+        env: "OUTBOX_WEBHOOK_SECRET",
+        flag: None,
+        default: None,
+        unset: Some("none"),
+        secret: true,
+        numeric: false,
+        help: "Signing secret of the webhooks, whsec_<base64> or any other text",
+        meaning: "signing secret: `whsec_<base64>` (the Standard Webhooks form; the key is the decoded bytes) or any other text (the key is its UTF-8 bytes); unset, webhooks go unsigned (with a warning at start); no flag, as command lines show in `ps`",
+        check: |v| WebhookSecret::parse_key(v).map(drop),
+    },
+    Setting {
+        name: setting::TIMEOUT,
+        env: "OUTBOX_WEBHOOK_TIMEOUT",
+        flag: Some("--webhook-timeout"),
+        default: Some("10s"),
+        unset: None,
+        secret: false,
+        numeric: false,
+        help: "Timeout of one webhook request, e.g. 250ms, 10s, 2m",
+        meaning: "per request: `250ms`, `10s`, `2m` or plain seconds",
+        check: |v| timeout(v).map(drop),
+    },
+    Setting {
+        name: setting::CONCURRENCY,
+        env: "OUTBOX_WEBHOOK_CONCURRENCY",
+        flag: Some("--webhook-concurrency"),
+        default: Some("16"),
+        unset: None,
+        secret: false,
+        numeric: true,
+        help: "Webhook requests in flight within a batch, 1–1024",
+        meaning: "requests in flight within a batch, 1–1024",
+        check: |v| concurrency(v).map(drop),
+    },
+    Setting {
+        name: setting::SOURCE,
+        env: "OUTBOX_WEBHOOK_SOURCE",
+        flag: Some("--webhook-source"),
+        default: Some(DEFAULT_SOURCE),
+        unset: None,
+        secret: false,
+        numeric: false,
+        help: "CloudEvents `source` of the webhooks",
+        meaning: "CloudEvents `source`",
+        check: |_| Ok(()),
+    },
+];
+
+fn timeout(v: &str) -> Result<Duration, String> {
+    parse_timeout(v)
+        .ok_or_else(|| "must be a positive duration like 500ms, 10s or 2m (plain: seconds)".into())
+}
+
+fn concurrency(v: &str) -> Result<usize, String> {
+    v.trim()
+        .parse()
+        .ok()
+        .filter(|n| (1..=MAX_CONCURRENCY).contains(n))
+        .ok_or_else(|| format!("must be a whole number within 1..={MAX_CONCURRENCY}"))
 }
 
 /// A Standard Webhooks signing key. Its bytes never reach logs, errors or
@@ -45,17 +111,20 @@ impl WebhookSecret {
     /// `whsec_<base64>` (the Standard Webhooks form: the key is the decoded
     /// bytes) or any other non-empty text (the key is its UTF-8 bytes).
     pub fn parse(s: &str) -> Result<Self> {
+        Self::parse_key(s)
+            .map_err(|e| Error::publisher(format!("http publisher: {}: {e}", setting::SECRET)))
+    }
+
+    /// [`Self::parse`], its message naming neither the setting nor the value.
+    fn parse_key(s: &str) -> Result<Self, String> {
         let key = match s.strip_prefix("whsec_") {
-            Some(b64) => B64.decode(b64.trim()).map_err(|_| {
-                Error::Publisher(format!(
-                    "{}: the part after whsec_ is not valid base64",
-                    env::SECRET
-                ))
-            })?,
+            Some(b64) => B64
+                .decode(b64.trim())
+                .map_err(|_| "the part after whsec_ is not valid base64".to_owned())?,
             None => s.as_bytes().to_vec(),
         };
         if key.is_empty() {
-            return Err(Error::Publisher(format!("{} is empty", env::SECRET)));
+            return Err("is empty".to_owned());
         }
         Ok(Self(key))
     }
@@ -116,47 +185,35 @@ crate::debug::debug_showing!(HttpConfig {
 impl HttpConfig {
     /// `url` with defaults: unsigned, 10 s timeout, 16 requests in flight.
     pub fn new(url: &str) -> Result<Self> {
-        Self::from_url_and_env(url, |_| None)
+        Self::with_settings(url, &PublisherSettings::new())
     }
 
-    /// `url` with options read from the process environment.
-    pub fn from_env(url: &str) -> Result<Self> {
-        Self::from_url_and_env(url, |k| std::env::var(k).ok())
-    }
-
-    /// `url` with options read through `var` (a test passes a map).
-    pub fn from_url_and_env(url: &str, var: impl Fn(&str) -> Option<String>) -> Result<Self> {
+    /// `url` with the [`SETTINGS`] given in `settings` (by [`setting`]
+    /// name), the others at their defaults. An error names the setting,
+    /// never a secret's value.
+    pub fn with_settings(url: &str, settings: &PublisherSettings) -> Result<Self> {
         // Checked whole now: reqwest refuses a URL without a host only when
         // it builds each request, and that "builder error" is permanent, so
         // the whole backlog would go dead. The query is the endpoint's own.
         endpoint("http", url, &["http", "https"])?;
-        let var = |k: &str| var(k).filter(|v| !v.trim().is_empty());
+        let get = |name: &str| settings.get(name).filter(|v| !v.trim().is_empty());
+        let bad = |name: &str, v: &str, e: String| {
+            Error::publisher(format!("http publisher: {name} = {v:?}: {e}"))
+        };
         let mut cfg = Self {
             url: url.to_owned(),
-            secret: var(env::SECRET)
-                .map(|s| WebhookSecret::parse(&s))
+            secret: get(setting::SECRET)
+                .map(WebhookSecret::parse)
                 .transpose()?,
             timeout: Duration::from_secs(10),
             concurrency: 16,
-            source: var(env::SOURCE).unwrap_or_else(|| DEFAULT_SOURCE.to_owned()),
+            source: get(setting::SOURCE).unwrap_or(DEFAULT_SOURCE).to_owned(),
         };
-        if let Some(t) = var(env::TIMEOUT) {
-            cfg.timeout = parse_timeout(&t).ok_or_else(|| {
-                Error::Publisher(format!(
-                    "{} must be a positive duration like 500ms, 10s or 2m, got {t:?}",
-                    env::TIMEOUT
-                ))
-            })?;
+        if let Some(t) = get(setting::TIMEOUT) {
+            cfg.timeout = timeout(t).map_err(|e| bad(setting::TIMEOUT, t, e))?;
         }
-        if let Some(c) = var(env::CONCURRENCY) {
-            cfg.concurrency = c
-                .trim()
-                .parse()
-                .ok()
-                .filter(|n| (1..=1024).contains(n))
-                .ok_or_else(|| {
-                    Error::Publisher(format!("{} must be 1..=1024, got {c:?}", env::CONCURRENCY))
-                })?;
+        if let Some(c) = get(setting::CONCURRENCY) {
+            cfg.concurrency = concurrency(c).map_err(|e| bad(setting::CONCURRENCY, c, e))?;
         }
         Ok(cfg)
     }
@@ -206,29 +263,29 @@ mod tests {
     }
 
     #[test]
-    fn options_from_the_environment_and_secrets_kept_out_of_debug() {
-        let vars = |k: &str| match k {
-            env::SECRET => Some("whsec_c2VjcmV0LWJ5dGVz".to_owned()),
-            env::TIMEOUT => Some("250ms".to_owned()),
-            env::CONCURRENCY => Some("4".to_owned()),
-            _ => None,
-        };
-        let c = HttpConfig::from_url_and_env("https://h/hook?x=1", vars).unwrap();
+    fn options_from_the_settings_and_secrets_kept_out_of_debug() {
+        let given = PublisherSettings::new()
+            .with(setting::SECRET, "whsec_c2VjcmV0LWJ5dGVz")
+            .with(setting::TIMEOUT, "250ms")
+            .with(setting::CONCURRENCY, "4");
+        let c = HttpConfig::with_settings("https://h/hook?x=1", &given).unwrap();
         assert_eq!(c.url, "https://h/hook?x=1");
         assert_eq!(c.timeout, Duration::from_millis(250));
         assert_eq!(c.concurrency, 4);
-        let d = format!("{c:?}");
-        assert!(
-            !d.contains("c2VjcmV0") && !d.contains("secret-bytes"),
-            "{d}"
-        );
+        for d in [format!("{c:?}"), format!("{given:?}")] {
+            assert!(
+                !d.contains("c2VjcmV0") && !d.contains("secret-bytes"),
+                "{d}"
+            );
+        }
         let bad = |k: &'static str, v: &'static str| {
-            HttpConfig::from_url_and_env("http://h", move |n| (n == k).then(|| v.to_owned()))
+            HttpConfig::with_settings("http://h", &PublisherSettings::new().with(k, v))
                 .unwrap_err()
                 .to_string()
         };
-        assert!(bad(env::TIMEOUT, "soon").contains(env::TIMEOUT));
-        assert!(bad(env::CONCURRENCY, "0").contains(env::CONCURRENCY));
+        assert!(bad(setting::TIMEOUT, "soon").contains(setting::TIMEOUT));
+        assert!(bad(setting::CONCURRENCY, "0").contains(setting::CONCURRENCY));
+        assert!(bad(setting::SECRET, "whsec_!!!").contains(setting::SECRET));
         assert!(HttpConfig::new("ftp://h").is_err());
         for url in [
             "http://",
@@ -239,6 +296,44 @@ mod tests {
         ] {
             let e = HttpConfig::new(url).unwrap_err().to_string();
             assert!(e.contains("http publisher"), "{url}: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod declared {
+    use super::*;
+
+    /// Each declared default passes its check and builds what
+    /// [`HttpConfig::new`] builds; each check refuses what `with_settings`
+    /// refuses, so `config check` and the relay agree.
+    #[test]
+    fn declared_defaults_are_the_defaults_and_checks_agree_with_the_parser() {
+        let defaults = SETTINGS
+            .iter()
+            .filter_map(|s| s.default.map(|d| (s.name, d)))
+            .fold(PublisherSettings::new(), |acc, (n, d)| acc.with(n, d));
+        for s in SETTINGS {
+            if let Some(d) = s.default {
+                assert_eq!((s.check)(d), Ok(()), "{}", s.name);
+            }
+            assert_eq!(s.flag.is_none(), s.secret, "{}", s.name);
+        }
+        let url = "http://h/hook";
+        assert_eq!(
+            HttpConfig::with_settings(url, &defaults).unwrap(),
+            HttpConfig::new(url).unwrap()
+        );
+        for s in SETTINGS {
+            for v in ["", "0", "1", "10s", "whsec_", "whsec_!!", "x", "2000", "5m"] {
+                let checked = (s.check)(v).is_ok();
+                let given = PublisherSettings::new().with(s.name, v);
+                let built = HttpConfig::with_settings(url, &given).is_ok();
+                // An empty value is unset for both (the CLI never passes one).
+                if !v.is_empty() {
+                    assert_eq!(checked, built, "{} = {v:?}", s.name);
+                }
+            }
         }
     }
 }

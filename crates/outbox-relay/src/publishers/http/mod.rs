@@ -10,7 +10,7 @@
 
 mod config;
 
-pub use config::{env, HttpConfig, WebhookSecret};
+pub use config::{setting, HttpConfig, WebhookSecret};
 
 use crate::publishers::kit::declare::{Declaration, Declared};
 use crate::publishers::PublisherContext;
@@ -33,8 +33,9 @@ impl HttpPublisher {
     pub fn new(cfg: HttpConfig) -> Result<Self> {
         if cfg.secret.is_none() {
             tracing::warn!(
-                "webhooks are sent unsigned: set {} to sign them",
-                env::SECRET
+                "webhooks are sent unsigned: set {} ({}) to sign them",
+                setting::SECRET,
+                config::SETTINGS[0].env
             );
         }
         let client = reqwest::Client::builder()
@@ -42,14 +43,10 @@ impl HttpPublisher {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("outbox/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| Error::Publisher(format!("cannot build the HTTP client: {e}")))?;
+            .map_err(|e| Error::publisher_from("cannot build the HTTP client", e))?;
         Ok(Self { cfg, client })
     }
 
-    /// `url` with options from the environment (see [`HttpConfig::from_env`]).
-    pub fn from_env(url: &str) -> Result<Self> {
-        Self::new(HttpConfig::from_env(url)?)
-    }
 
     /// The configuration in use.
     pub fn config(&self) -> &HttpConfig {
@@ -191,25 +188,27 @@ fn transport_error(e: reqwest::Error) -> PublishError {
 }
 
 /// This publisher, as it declares itself (see `kit/declare.rs`). Its
-/// settings are environment variables (docs/publishers-b.md), not URL
-/// options: the endpoint's query is the endpoint's own.
+/// options are settings (`config::SETTINGS`, docs/publishers-b.md), not
+/// URL options: the endpoint's query is the endpoint's own.
 const DECLARATION: Declaration = Declaration {
     name: "http",
     schemes: &["http", "https"],
     not_served: &[],
-    summary: "signed webhooks; settings in OUTBOX_WEBHOOK_* variables",
+    summary: "signed webhooks; settings webhook_* (OUTBOX_WEBHOOK_*)",
+    settings: config::SETTINGS,
     options: &[],
 };
 
 impl Declared for HttpPublisher {
     const DECLARATION: Declaration = DECLARATION;
 
-    async fn build(url: &str, _: &PublisherContext) -> Result<Self> {
-        Self::from_env(url)
+    async fn build(url: &str, ctx: &PublisherContext) -> Result<Self> {
+        Self::new(HttpConfig::with_settings(url, &ctx.settings)?)
     }
 
+    // The URL alone: each setting's value is checked by its own `check`.
     fn check(url: &str) -> Result<()> {
-        HttpConfig::from_env(url).map(drop)
+        HttpConfig::new(url).map(drop)
     }
 }
 

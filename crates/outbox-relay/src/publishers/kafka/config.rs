@@ -80,6 +80,7 @@ pub(crate) const DECLARATION: Declaration = Declaration {
     name: "kafka",
     schemes: &["kafka"],
     not_served: &[],
+    settings: &[],
     summary: "Kafka",
     options: &[
         Opt::new(
@@ -122,7 +123,7 @@ impl KafkaConfig {
         // first broker, and a rebuilt string that is no URL of its own would
         // slip past redaction in the error message.
         let Some(rest) = url.strip_prefix("kafka://") else {
-            return Err(Error::Publisher(format!(
+            return Err(Error::publisher(format!(
                 "kafka publisher: {:?} must start with kafka://",
                 redact(url)
             )));
@@ -131,10 +132,9 @@ impl KafkaConfig {
         // librdkafka would take `user:password@host` for a host name, and
         // the broker list is shown in Debug output and errors.
         if list.contains('@') {
-            return Err(Error::Publisher(
+            return Err(Error::publisher(
                 "kafka publisher: a broker address holds credentials (an @ before the host); \
-                 pass them as the sasl.username and sasl.password options instead"
-                    .into(),
+                 pass them as the sasl.username and sasl.password options instead",
             ));
         }
         let first = list.split(',').next().unwrap_or_default();

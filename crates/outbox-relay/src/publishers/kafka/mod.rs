@@ -139,7 +139,9 @@ fn producer(config: &KafkaConfig) -> Result<FutureProducer> {
     config
         .client_config()
         .create()
-        .map_err(|e| Error::Publisher(format!("kafka publisher: {}", config.describe(&e))))
+        // Described, not kept as the source: librdkafka's own text may echo
+        // a property's value (a password), which `describe` hides.
+        .map_err(|e| Error::publisher(format!("kafka publisher: {}", config.describe(&e))))
 }
 
 impl Publisher for KafkaPublisher {

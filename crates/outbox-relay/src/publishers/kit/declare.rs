@@ -4,7 +4,13 @@
 //! unknown-scheme error, the options its URL parser accepts (so an option
 //! is accepted exactly when it is documented), the CLI's help, and the
 //! option tables of docs/publishers-*.md (a test renders each and finds it
-//! there verbatim).
+//! there verbatim). A publisher configured outside its URL declares its
+//! [`Setting`]s here too: the CLI's key table takes them from the
+//! declarations, reads them from the config file, the environment and
+//! flags like every other key, and passes their values in
+//! [`PublisherSettings`]; this crate reads no environment variable.
+
+use std::collections::BTreeMap;
 
 /// One row of a publisher's option table.
 #[derive(Debug, Clone, Copy)]
@@ -64,8 +70,91 @@ pub struct Declaration {
     pub not_served: &'static [(&'static str, &'static str)],
     /// One line for help texts.
     pub summary: &'static str,
+    /// Its settings given outside the URL (the webhook's, whose query is
+    /// the endpoint's own); none for the others.
+    pub settings: &'static [Setting],
     /// Its URL options (none for publishers configured otherwise).
     pub options: &'static [Opt],
+}
+
+/// A publisher setting given outside its URL, declared once: the CLI's key
+/// table makes it a key like any other (config file, environment variable,
+/// flag, `config check`, `--help` and the docs table).
+#[derive(Debug, Clone, Copy)]
+pub struct Setting {
+    /// Its key in the config file, e.g. `webhook_timeout`.
+    pub name: &'static str,
+    /// Its environment variable, e.g. `OUTBOX_WEBHOOK_TIMEOUT`.
+    pub env: &'static str,
+    /// Its flag, e.g. `--webhook-timeout`; none for a secret, as command
+    /// lines show in `ps`.
+    pub flag: Option<&'static str>,
+    /// The default as a user would write it, if it has one.
+    pub default: Option<&'static str>,
+    /// What unset means, shown where a default would be.
+    pub unset: Option<&'static str>,
+    /// A secret: its value is never printed, not even in part.
+    pub secret: bool,
+    /// A number: `config check` writes it as a TOML number.
+    pub numeric: bool,
+    /// One sentence for `--help`.
+    pub help: &'static str,
+    /// What it does and accepts (markdown), for the docs tables.
+    pub meaning: &'static str,
+    /// Checks a value with the parser the publisher reads it with; the
+    /// message names neither the setting nor a secret's value.
+    pub check: fn(&str) -> Result<(), String>,
+}
+
+/// The values given for publishers' [`Setting`]s, by setting name, as the
+/// publisher receives them ([`crate::publishers::PublisherContext::settings`]).
+/// A setting not given here takes its default.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct PublisherSettings(BTreeMap<String, String>);
+
+impl PublisherSettings {
+    /// No setting given: every one at its default.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// These settings with `name` set to `value`.
+    pub fn with(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.set(name, value);
+        self
+    }
+
+    /// Sets `name` to `value`.
+    pub fn set(&mut self, name: &str, value: impl Into<String>) {
+        self.0.insert(name.to_owned(), value.into());
+    }
+
+    /// The value given for `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+}
+
+// A secret's value (the webhook's signing key) never reaches Debug output.
+impl std::fmt::Debug for PublisherSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let secret = |name: &str| {
+            crate::publishers::declarations()
+                .iter()
+                .flat_map(|d| d.settings)
+                .find(|s| s.name == name)
+                .map_or(true, |s| s.secret)
+        };
+        let mut m = f.debug_map();
+        for (k, v) in &self.0 {
+            if secret(k) {
+                m.entry(k, &crate::redact::HIDDEN);
+            } else {
+                m.entry(k, v);
+            }
+        }
+        m.finish()
+    }
 }
 
 impl Declaration {
@@ -113,6 +202,27 @@ impl Declaration {
                 names.join(", "),
                 o.default,
                 o.meaning
+            ));
+        }
+        out
+    }
+
+    /// The settings table as docs/publishers-*.md shows it.
+    pub fn settings_table(&self) -> String {
+        let mut out = String::from(
+            "| key | env | flag | default | meaning |\n| --- | --- | --- | --- | --- |\n",
+        );
+        for s in self.settings {
+            let default = s
+                .default
+                .or(s.unset)
+                .map_or("—".to_owned(), |d| format!("`{d}`"));
+            out.push_str(&format!(
+                "| `{}` | `{}` | {} | {default} | {} |\n",
+                s.name,
+                s.env,
+                s.flag.map_or("—".to_owned(), |f| format!("`{f}`")),
+                s.meaning
             ));
         }
         out

@@ -193,9 +193,9 @@ impl UrlOptions {
 /// refuses such a URL only when it sends, and then each message would fail.
 pub(crate) fn endpoint(publisher: &str, url: &str, schemes: &[&str]) -> Result<url::Url> {
     let base = url::Url::parse(url).map_err(|e| {
-        bad(
-            publisher,
-            format!("{:?} is not a valid URL ({e})", shown(url)),
+        Error::publisher_from(
+            format!("{publisher} publisher: {:?} is not a valid URL", shown(url)),
+            e,
         )
     })?;
     if !schemes.contains(&base.scheme()) {
@@ -237,7 +237,7 @@ fn shown(url: &str) -> String {
 }
 
 fn bad(publisher: &str, message: impl std::fmt::Display) -> Error {
-    Error::Publisher(format!("{publisher} publisher: {message}"))
+    Error::publisher(format!("{publisher} publisher: {message}"))
 }
 
 /// For the `config.rs` tests: each URL is refused with an error holding
@@ -248,7 +248,8 @@ pub(crate) fn assert_refused<T: std::fmt::Debug>(
     cases: &[(&str, &str)],
 ) {
     for (url, needle) in cases {
-        let e = parse(url).unwrap_err().to_string();
+        // The chain, as users see it: a parser's error is the source.
+        let e = crate::error_chain(&parse(url).unwrap_err());
         assert!(e.contains(needle), "{url}: {e}");
         assert!(!e.contains("hunter2"), "{url}: {e}");
     }

@@ -79,6 +79,7 @@ pub(crate) const DECLARATION: Declaration = Declaration {
     name: "mqtt",
     schemes: &["mqtt"],
     not_served: &[("mqtts", "mqtts (TLS) is not supported by this build")],
+    settings: &[],
     summary: "MQTT 3.1.1, QoS 1",
     options: &[
         Opt::new(

@@ -44,6 +44,7 @@ pub(crate) const DECLARATION: Declaration = Declaration {
     name: "nats",
     schemes: &["nats"],
     not_served: &[],
+    settings: &[],
     summary: "NATS JetStream",
     options: &[
         Opt::new(

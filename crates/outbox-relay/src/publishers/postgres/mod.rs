@@ -137,7 +137,10 @@ impl PostgresPublisher {
 /// nowhere.
 fn sink_pool(url: &str, name: &str) -> Result<Pool> {
     let bad = |e: Error| match e {
-        Error::Config(m) => Error::Publisher(format!("bad postgres sink URL: {m}")),
+        Error::Config { message, source } => Error::Publisher {
+            message: format!("bad postgres sink URL: {message}"),
+            source,
+        },
         other => other,
     };
     let target = crate::connect::target(url).map_err(bad)?.named(name);
@@ -291,6 +294,7 @@ const DECLARATION: Declaration = Declaration {
     name: "postgres",
     schemes: &["postgres", "postgresql"],
     not_served: &[],
+    settings: &[],
     summary: "the `published_events` table, in the outbox database or another",
     options: &[],
 };

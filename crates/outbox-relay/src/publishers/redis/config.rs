@@ -81,6 +81,7 @@ pub(crate) const DECLARATION: Declaration = Declaration {
     name: "redis",
     schemes: &["redis"],
     not_served: &[("rediss", "rediss (TLS) is not supported by this build")],
+    settings: &[],
     summary: "Redis Streams",
     options: &[
         Opt::new(

@@ -24,7 +24,7 @@ impl RedisConn {
     pub(crate) fn new(publisher: &str, server: &RedisServer) -> Result<Self> {
         let url = &server.url;
         let client = redis::Client::open(url.as_str())
-            .map_err(|e| Error::Publisher(format!("{publisher} publisher: {e}")))?;
+            .map_err(|e| Error::publisher_from(format!("{publisher} publisher"), e))?;
         let addr = format!(
             "{}:{}",
             url.host_str().unwrap_or_default(),
