@@ -6,7 +6,7 @@ pub enum Error {
     /// driver's error is the source).
     #[error("database error")]
     Database(#[source] tokio_postgres::Error),
-    /// A database call passed its deadline (see [`crate::store::Store::with_deadline`]):
+    /// A database call passed its deadline (every call has one: [`RelayConfig::db_timeout`](crate::RelayConfig::db_timeout)):
     /// the connection was dropped, and the next call opens a new one.
     #[error("the database did not answer within {0:?}: connection dropped (network partition, or a server that stopped answering)")]
     DatabaseTimeout(std::time::Duration),
@@ -50,7 +50,7 @@ pub enum Error {
         knows: i32,
     },
     /// A column of a row holds a value this build cannot read (see
-    /// [`crate::store::decode`]); the row alone is affected.
+    /// [`crate::admin::get`]); the row alone is affected.
     #[error("column {column}: {reason}")]
     Decode {
         /// The column.
