@@ -3,7 +3,9 @@
 //!
 //! - `config.rs`: every knob, its default and its validation.
 //! - `publish.rs`: publishing a batch under its lease, within the deadline.
-//! - `settle.rs`: settling a batch in one statement, per aggregate chain.
+//! - `settle.rs`: settling a batch in one statement, per aggregate chain;
+//!   `settle_plan.rs` decides each row's fate without the database (its
+//!   tests: `settle_plan_tests.rs`).
 //! - `order.rs`, `ordered.rs`: order per aggregate (gates, buckets, claims).
 //! - `run.rs`: the long-running loop — pipelines, wake-ups, breaker.
 //! - `maintain.rs`: reaper, bucket heartbeat, archiver, backlog gauges.
@@ -22,6 +24,7 @@ mod publish;
 pub(crate) mod read_only;
 mod run;
 mod settle;
+mod settle_plan;
 #[cfg(test)]
 mod tests;
 
