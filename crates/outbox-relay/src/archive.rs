@@ -62,7 +62,7 @@ pub struct ServiceConfig {
 }
 
 impl Default for ServiceConfig {
-    /// [`Config::default`], every [`ServiceConfig::after`] of its age.
+    /// [`Config::default`], at the interval [`ServiceConfig::after`] gives it.
     fn default() -> Self {
         Self::after(Config::default().older_than)
     }
