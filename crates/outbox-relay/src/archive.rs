@@ -51,6 +51,48 @@ impl Config {
     }
 }
 
+/// The archiver as a background service (the relay's `archive_after`):
+/// what each run takes, and how often one starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// What each run takes.
+    pub archive: Config,
+    /// Time between the starts of two runs.
+    pub interval: Duration,
+}
+
+impl Default for ServiceConfig {
+    /// [`Config::default`], at the interval [`ServiceConfig::after`] gives it.
+    fn default() -> Self {
+        Self::after(Config::default().older_than)
+    }
+}
+
+impl ServiceConfig {
+    /// Rows older than `older_than` (the rest of [`Config::default`]),
+    /// looked for a quarter of that apart, from 10 s to an hour: a few
+    /// times per retention period keeps the hot tables near their steady
+    /// size without churning on every pass.
+    pub fn after(older_than: Duration) -> Self {
+        Self {
+            archive: Config {
+                older_than,
+                ..Config::default()
+            },
+            interval: (older_than / 4).clamp(Duration::from_secs(10), Duration::from_secs(3600)),
+        }
+    }
+
+    /// Checks every value, naming the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        self.archive.validate()?;
+        if self.interval.is_zero() {
+            return Err(Error::config("archive interval must be positive"));
+        }
+        Ok(())
+    }
+}
+
 /// Rows an archive run took (moved or deleted).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ArchiveStats {
@@ -147,26 +189,42 @@ impl Archiver {
         }
         Ok(stats)
     }
+}
 
-    /// Runs [`Self::run_once`] now and then every `every` until `shutdown`
-    /// is cancelled. A failed run is logged and tried again next time; the
-    /// relay must not stop because archiving hit a transient error.
-    pub async fn run(&self, shutdown: CancellationToken, every: Duration) -> Result<()> {
-        if every.is_zero() {
-            return Err(Error::config("archive interval must be positive"));
-        }
-        let mut tick = tokio::time::interval(every);
+/// An [`Archiver`] run now and then every interval, until shutdown.
+#[derive(Debug, Clone)]
+pub struct ArchiveService {
+    archiver: Archiver,
+    interval: Duration,
+}
+
+impl ArchiveService {
+    /// The service; fails if `config` is invalid.
+    pub fn new(store: Store, config: ServiceConfig) -> Result<Self> {
+        config.validate()?;
+        Ok(Self {
+            archiver: Archiver::new(store, config.archive)?,
+            interval: config.interval,
+        })
+    }
+
+    /// Runs [`Archiver::run_once`] now and then every interval until
+    /// `shutdown` is cancelled, stopping between batches once it is. A
+    /// failed run is logged and tried again next time; the relay must not
+    /// stop because archiving hit a transient error.
+    pub async fn run(&self, shutdown: &CancellationToken) {
+        let mut tick = tokio::time::interval(self.interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                _ = shutdown.cancelled() => return Ok(()),
+                _ = shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            match self.run_once_with(Some(&shutdown), |_| {}).await {
+            match self.archiver.run_once_with(Some(shutdown), |_| {}).await {
                 Ok(s) if s.total() > 0 => tracing::info!(
                     sent = s.sent,
                     dead = s.dead,
-                    delete = self.config.delete,
+                    delete = self.archiver.config.delete,
                     "archived old messages"
                 ),
                 Ok(_) => {}

@@ -57,7 +57,7 @@ impl BacklogGauges {
 
     /// Refreshes every interval until `shutdown`. A failed count is logged
     /// and the gauges keep their last values; the next tick tries again.
-    pub async fn run(&self, shutdown: CancellationToken) {
+    pub async fn run(&self, shutdown: &CancellationToken) {
         while !shutdown.is_cancelled() {
             if let Err(e) = self.run_once().await {
                 tracing::warn!(error = %crate::error_chain(&e), "could not count the backlog for metrics");

@@ -1,6 +1,9 @@
 //! How a relay runs: every knob with its default and its validation.
 
+use super::heartbeat::HeartbeatConfig;
+use super::reaper::ReaperConfig;
 use crate::retry::RetryPolicy;
+use crate::{archive, backlog};
 use crate::{Error, Result};
 use std::time::Duration;
 
@@ -226,12 +229,7 @@ impl RelayConfig {
             MIN_DB_TIMEOUT,
             Some(MIN_DB_TIMEOUT_WHY),
         )?;
-        bounded(
-            "bucket lease",
-            self.bucket_lease,
-            MIN_BUCKET_LEASE,
-            Some(MIN_BUCKET_LEASE_WHY),
-        )?;
+        self.heartbeat().validate()?;
         if self.idle_sleep.is_zero() {
             return bad("idle sleep must be positive".into());
         }
@@ -253,9 +251,7 @@ impl RelayConfig {
         if self.archive_after.is_some_and(|a| a.is_zero()) {
             return bad("archive after must be positive".into());
         }
-        if self.reap_interval.is_zero() {
-            return bad("reap interval must be positive".into());
-        }
+        self.reaper().validate()?;
         if self.sweep_interval.is_zero() {
             return bad("sweep interval must be positive".into());
         }
@@ -269,9 +265,37 @@ impl RelayConfig {
     }
 }
 
+/// The configs of the relay's maintenance services (`maintain.rs`),
+/// derived from the relay's settings: each is declared once, here.
+impl RelayConfig {
+    /// The lease reaper's: every `reap_interval`, rows older than `lease`.
+    pub(crate) fn reaper(&self) -> ReaperConfig {
+        ReaperConfig {
+            interval: self.reap_interval,
+            lease: self.lease,
+        }
+    }
+
+    /// The heartbeat's: buckets leased for `bucket_lease`.
+    pub(crate) fn heartbeat(&self) -> HeartbeatConfig {
+        HeartbeatConfig::with_lease(self.bucket_lease)
+    }
+
+    /// The archiver's, if `archive_after` is set.
+    pub(crate) fn archiver(&self) -> Option<archive::ServiceConfig> {
+        self.archive_after.map(archive::ServiceConfig::after)
+    }
+
+    /// The backlog gauges', if `gauge_interval` is set.
+    pub(crate) fn gauges(&self) -> Option<backlog::Config> {
+        self.gauge_interval
+            .map(|interval| backlog::Config { interval })
+    }
+}
+
 /// `d` from `min` (for `why`, if said) to 100 years, or the error naming
 /// `what`.
-fn bounded(what: &str, d: Duration, min: Duration, why: Option<&str>) -> Result<()> {
+pub(super) fn bounded(what: &str, d: Duration, min: Duration, why: Option<&str>) -> Result<()> {
     if (min..=MAX_DURATION).contains(&d) {
         return Ok(());
     }

@@ -1,15 +1,23 @@
-//! The relay's maintenance, started and stopped with [`Relay::run`] under
-//! its one shutdown signal, so a service that embeds the relay gets all of
-//! it: the lease reaper, the heartbeat of the buckets of aggregates, the
-//! archiver (when `archive_after` is set) and the backlog gauges (when
-//! `gauge_interval` is set). The claim floor's sweep rides on the claims
-//! themselves (`cursor.rs`).
+//! The relay's maintenance services, started and stopped with
+//! [`Relay::run`] under its one shutdown signal, so a service that embeds
+//! the relay gets all of them: the lease reaper (`reaper.rs`), the
+//! heartbeat of the buckets of aggregates (`heartbeat.rs`), the archiver
+//! ([`ArchiveService`], when `archive_after` is set) and the backlog gauges
+//! ([`BacklogGauges`], when `gauge_interval` is set). Each is a struct with
+//! its own config (interval, limits), derived from the [`RelayConfig`]
+//! (`config.rs`), validated when built, and run by one call until the
+//! shutdown. The claim floor's sweep rides on the claims themselves
+//! (`cursor.rs`).
+//!
+//! [`RelayConfig`]: super::RelayConfig
 
 use super::config::{FAILING_LOG_EVERY, MAX_RETRY_PAUSE};
+use super::heartbeat::Heartbeat;
 use super::read_only::ReadOnly;
+use super::reaper::Reaper;
 use super::Relay;
-use crate::archive::{self, Archiver};
-use crate::backlog::{self, BacklogGauges};
+use crate::archive::ArchiveService;
+use crate::backlog::BacklogGauges;
 use crate::publisher::Publisher;
 use std::future::Future;
 use std::time::Duration;
@@ -21,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 /// at the next tick: after the database comes back, a relay that owns no
 /// buckets of aggregates yet must not wait a third of the bucket lease for
 /// its share. Maintenance never stops the relay.
-async fn every<F, Fut>(
+pub(super) async fn every<F, Fut>(
     shutdown: &CancellationToken,
     read_only: &ReadOnly,
     every: Duration,
@@ -61,63 +69,48 @@ async fn every<F, Fut>(
     }
 }
 
+/// Logs a service whose config was refused (never, from a valid
+/// [`RelayConfig`](super::RelayConfig)): the relay runs on without it.
+fn not_started(what: &str, e: &crate::Error) {
+    tracing::error!(error = %crate::error_chain(e), "{what} not started");
+}
+
 impl<P: Publisher> Relay<P> {
-    /// Every maintenance task, until `shutdown`.
+    /// Every maintenance service, until `shutdown`.
     pub(super) async fn maintain(&self, shutdown: &CancellationToken) {
-        tokio::join!(
-            every(
-                shutdown,
-                &self.read_only,
-                self.config.reap_interval,
-                "lease reaper failed",
-                || async { self.reap().await.map(drop) }
-            ),
-            // With ordering off the relay only registers, so that relays
-            // of the other mode can warn about the mix.
-            every(
-                shutdown,
-                &self.read_only,
-                self.config.bucket_lease / 3,
-                "could not renew this relay's buckets of aggregates",
-                || self.beat()
-            ),
-            self.archive_loop(shutdown),
-            self.gauge_loop(shutdown),
-        );
-    }
-
-    async fn archive_loop(&self, shutdown: &CancellationToken) {
-        let Some(after) = self.config.archive_after else {
-            return;
-        };
-        let config = archive::Config {
-            older_than: after,
-            ..archive::Config::default()
-        };
-        let archiver = match Archiver::new(self.store.clone(), config) {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::error!(error = %crate::error_chain(&e), "archiver not started");
-                return;
+        let c = &self.config;
+        let reaper = async {
+            match Reaper::new(self, c.reaper()) {
+                Ok(s) => s.run(shutdown).await,
+                Err(e) => not_started("lease reaper", &e),
             }
         };
-        // Checking a few times per retention period keeps the hot tables
-        // near their steady size without churning on every pass.
-        let every = (after / 4).clamp(Duration::from_secs(10), Duration::from_secs(3600));
-        if let Err(e) = archiver.run(shutdown.clone(), every).await {
-            tracing::error!(error = %crate::error_chain(&e), "archiver stopped");
-        }
-    }
-
-    async fn gauge_loop(&self, shutdown: &CancellationToken) {
-        let Some(interval) = self.config.gauge_interval else {
-            return;
-        };
-        match BacklogGauges::new(self.store.clone(), backlog::Config { interval }) {
-            Ok(g) => g.run(shutdown.clone()).await,
-            Err(e) => {
-                tracing::error!(error = %crate::error_chain(&e), "backlog gauges not started")
+        let heartbeat = async {
+            match Heartbeat::new(self, c.heartbeat()) {
+                Ok(s) => s.run(shutdown).await,
+                Err(e) => not_started("heartbeat", &e),
             }
-        }
+        };
+        let archiver = async {
+            match c
+                .archiver()
+                .map(|a| ArchiveService::new(self.store.clone(), a))
+            {
+                Some(Ok(s)) => s.run(shutdown).await,
+                Some(Err(e)) => not_started("archiver", &e),
+                None => {}
+            }
+        };
+        let gauges = async {
+            match c
+                .gauges()
+                .map(|g| BacklogGauges::new(self.store.clone(), g))
+            {
+                Some(Ok(s)) => s.run(shutdown).await,
+                Some(Err(e)) => not_started("backlog gauges", &e),
+                None => {}
+            }
+        };
+        tokio::join!(reaper, heartbeat, archiver, gauges);
     }
 }

@@ -4,10 +4,14 @@
 //!
 //! - `config.rs`: every knob, its default and its validation.
 //! - `publish.rs`: publishing a batch under its lease, within the deadline.
-//! - `settle.rs`: settling a batch in one statement, per aggregate chain.
+//! - `settle.rs`: settling a batch in one statement, per aggregate chain;
+//!   `settle_plan.rs` decides each row's fate without the database (its
+//!   tests: `settle_plan_tests.rs`).
 //! - `order.rs`, `ordered.rs`: order per aggregate (gates, buckets, claims).
 //! - `run.rs`: the long-running loop — pipelines, wake-ups, breaker.
-//! - `maintain.rs`: reaper, bucket heartbeat, archiver, backlog gauges.
+//! - `maintain.rs`: the maintenance services beside the pipelines, each
+//!   with its own config: `reaper.rs` (the lease reaper), `heartbeat.rs`
+//!   (bucket leases), the archiver and the backlog gauges.
 //! - `breaker.rs`: the circuit breaker, half-open: one probe at a time.
 //! - `cursor.rs`: where claims start reading (its tests: `cursor/tests.rs`).
 //! - `tests.rs`: races forced through test hooks.
@@ -16,13 +20,16 @@ mod breaker;
 pub use breaker::BreakerView;
 pub(crate) mod config;
 mod cursor;
+mod heartbeat;
 mod maintain;
 mod order;
 mod ordered;
 mod publish;
 pub(crate) mod read_only;
+mod reaper;
 mod run;
 mod settle;
+mod settle_plan;
 #[cfg(test)]
 mod tests;
 
@@ -36,7 +43,7 @@ pub use cursor::{ClaimCursor, ClaimSnapshot};
 
 use crate::clock::{Clock, SystemClock};
 use crate::publisher::Publisher;
-use crate::store::{ClaimParams, Lease, ReapParams, SettleParams, Store};
+use crate::store::{ClaimParams, Lease, SettleParams, Store};
 use crate::{Message, Outcome, Result};
 use breaker::Breaker;
 use futures_util::FutureExt;
@@ -423,46 +430,6 @@ impl<P: Publisher> Relay<P> {
             // The check that just ended left its verdict in the breaker.
             None => self.breaker.is_open().then(|| self.breaker.reason()),
         }
-    }
-
-    /// Recovers rows whose lease expired, counting the expiry as a failed
-    /// attempt (so a message that kills its relay backs off, then goes dead
-    /// at max attempts). Returns how many rows were recovered.
-    pub async fn reap(&self) -> Result<usize> {
-        self.reap_older_than(self.config.lease).await
-    }
-
-    /// Recovers rows claimed longer than `age` ago, whatever the lease:
-    /// for an operator (or the demo) who knows the claimant is dead. The
-    /// expiry counts as a failed attempt, as in [`Self::reap`].
-    pub async fn reap_older_than(&self, age: std::time::Duration) -> Result<usize> {
-        let policy = &self.config.retry;
-        let reaped = self
-            .store
-            .reap_expired_leases(&ReapParams {
-                lease: age,
-                max_attempts: policy.max_attempts,
-                backoff: &policy.schedule,
-                jitter: policy.jitter,
-            })
-            .await?;
-        crate::metrics::lease_recovered(reaped.len());
-        {
-            // Rows of a chain this relay still counts as in flight (its
-            // publish outlived the lease): the aggregate waits for them.
-            let mut gates = self.order.gates();
-            reaped
-                .iter()
-                .filter(|r| !r.dead)
-                .for_each(|r| gates.reaped(r.key, r.id));
-        }
-        let mut cursor = self.cursor();
-        // Recovered rows are claimable again, below the claim floor, once due.
-        reaped
-            .iter()
-            .filter(|r| !r.dead)
-            .for_each(|r| cursor.failed(r.id, r.next_run_at));
-        Ok(reaped.len())
     }
 
     /// Probes a destination the breaker holds open, closing it on success;

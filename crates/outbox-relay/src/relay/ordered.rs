@@ -114,7 +114,7 @@ impl<P: Publisher> Relay<P> {
         Ok((claimed.decode(), admitted.rejected, from_floor))
     }
 
-    /// The heartbeat when due (a third of the bucket lease): renews the
+    /// The heartbeat when due (`heartbeat.rs`: a third of the bucket lease): renews the
     /// registration, takes or gives back buckets, and loads what the
     /// buckets taken over hold back; then, every sweep interval, checks
     /// that the heads the gates wait for are still live.
@@ -123,9 +123,10 @@ impl<P: Publisher> Relay<P> {
         // others while the database was away) asks again within a retry
         // pause rather than a third of the lease: it sends nothing until
         // it owns some.
+        let heartbeat = self.config.heartbeat();
         let every = match turn.owned.is_empty() {
-            true => MAX_RETRY_PAUSE.min(self.config.bucket_lease / 3),
-            false => self.config.bucket_lease / 3,
+            true => MAX_RETRY_PAUSE.min(heartbeat.interval),
+            false => heartbeat.interval,
         };
         if turn.last_beat.map_or(true, |at| at.elapsed() >= every) {
             let beat = self
@@ -134,7 +135,7 @@ impl<P: Publisher> Relay<P> {
                     &self.config.relay_id,
                     ctl.token,
                     self.config.ordering.as_str(),
-                    self.config.bucket_lease,
+                    heartbeat.bucket_lease,
                 )
                 .await?;
             if !beat.renewed {

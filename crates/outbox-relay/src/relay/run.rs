@@ -3,7 +3,9 @@
 //! them (`maintain.rs`), the breaker pausing claims while the destination
 //! is down, and a shutdown that finishes or releases the batches in flight.
 
-use super::Relay;
+use super::config::{FAILING_LOG_EVERY, MAX_RETRY_PAUSE};
+use super::read_only::ReadOnly;
+use super::{PassStats, Relay};
 use crate::listener::{listen, Listen};
 use crate::publisher::Publisher;
 use crate::Result;
@@ -70,8 +72,7 @@ impl<P: Publisher> Relay<P> {
         // an idle relay issues one query per interval however many
         // pipelines it runs.
         let idle = (index == 0).then_some(self.config.idle_sleep);
-        let mut error_backoff = Duration::from_millis(100);
-        let mut warned: Option<tokio::time::Instant> = None;
+        let mut failing = Failing::new(index);
         while !shutdown.is_cancelled() {
             if self.breaker.is_open() {
                 // Every pipeline wakes at the probe time; one probes and the
@@ -93,49 +94,20 @@ impl<P: Publisher> Relay<P> {
             let pause = match pass {
                 Ok(stats) => {
                     self.read_only.writable();
-                    error_backoff = Duration::from_millis(100);
-                    if warned.take().is_some() {
-                        tracing::info!(pipeline = index, "relay pass succeeded again");
-                    }
-                    // Read a span held back and took nothing: the next
-                    // claim reads past it (bounded: the position only
-                    // moves up until a claim reads nothing more). Or the
-                    // next claim looks back from the floor (bounded: at
-                    // most every 50 ms, see cursor.rs).
-                    if stats.read_on {
-                        continue;
-                    }
-                    // A claim whose every row had to wait for another
-                    // chain of its aggregate (pipelines racing for one busy
-                    // aggregate) found nothing this pipeline may publish:
-                    // it goes idle rather than claim and release again.
-                    if stats.claimed > stats.held_back {
-                        tracing::debug!(pipeline = index, %stats, "pass");
-                        // More is waiting: get an idle sibling to help, unless
-                        // the batch was one aggregate's (what follows is
-                        // likely more of it, which only this pipeline may
-                        // publish once this batch is settled).
-                        if stats.claimed >= self.config.batch_size && stats.aggregates != 1 {
-                            wake.notify_one();
+                    failing.passed();
+                    match next(&stats, self.config.batch_size) {
+                        Next::ReadOn => continue,
+                        Next::More { help } => {
+                            tracing::debug!(pipeline = index, %stats, "pass");
+                            if help {
+                                wake.notify_one();
+                            }
+                            continue;
                         }
-                        continue;
+                        Next::Idle => idle,
                     }
-                    idle
                 }
-                Err(e) => {
-                    let now = tokio::time::Instant::now();
-                    if self.read_only.refused(&e) {
-                        // Said once for the whole relay.
-                    } else if warned.map_or(true, |w| now - w >= super::config::FAILING_LOG_EVERY) {
-                        tracing::warn!(pipeline = index, error = %crate::error_chain(&e), retry_in = ?error_backoff, "relay pass failed");
-                        warned = Some(now);
-                    } else {
-                        tracing::debug!(pipeline = index, error = %crate::error_chain(&e), retry_in = ?error_backoff, "relay pass failed");
-                    }
-                    let pause = error_backoff;
-                    error_backoff = (error_backoff * 2).min(super::config::MAX_RETRY_PAUSE);
-                    Some(pause)
-                }
+                Err(e) => Some(failing.failed(&e, &self.read_only)),
             };
             let sleep = async {
                 match pause {
@@ -149,5 +121,123 @@ impl<P: Publisher> Relay<P> {
                 _ = wake.notified() => {}
             }
         }
+    }
+}
+
+/// What a pipeline does after a pass that succeeded.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// Claim again at once: the pass read a span held back and took
+    /// nothing, and the next claim reads past it (bounded: the position
+    /// only moves up until a claim reads nothing more); or the next claim
+    /// looks back from the floor (bounded: at most every 50 ms, see
+    /// cursor.rs).
+    ReadOn,
+    /// Claim again at once: more is waiting. `help`: get an idle sibling
+    /// to help too, unless the batch was one aggregate's (what follows is
+    /// likely more of it, which only this pipeline may publish once this
+    /// batch is settled).
+    More { help: bool },
+    /// Wait to be woken (or for the poll interval): nothing was claimed,
+    /// or every row claimed had to wait for another chain of its
+    /// aggregate (pipelines racing for one busy aggregate), so this
+    /// pipeline goes idle rather than claim and release again.
+    Idle,
+}
+
+/// What follows a pass that did `stats`, claims taking `batch_size` rows
+/// at most.
+fn next(stats: &PassStats, batch_size: usize) -> Next {
+    if stats.read_on {
+        Next::ReadOn
+    } else if stats.claimed > stats.held_back {
+        Next::More {
+            help: stats.claimed >= batch_size && stats.aggregates != 1,
+        }
+    } else {
+        Next::Idle
+    }
+}
+
+/// A pipeline's passes failing: the pause before the next try, doubling
+/// up to [`MAX_RETRY_PAUSE`], and a warning at most every
+/// [`FAILING_LOG_EVERY`] (at debug level in between).
+struct Failing {
+    pipeline: usize,
+    backoff: Duration,
+    warned: Option<tokio::time::Instant>,
+}
+
+impl Failing {
+    fn new(pipeline: usize) -> Self {
+        Self {
+            pipeline,
+            backoff: FIRST_RETRY_PAUSE,
+            warned: None,
+        }
+    }
+
+    /// A pass succeeded.
+    fn passed(&mut self) {
+        self.backoff = FIRST_RETRY_PAUSE;
+        if self.warned.take().is_some() {
+            tracing::info!(pipeline = self.pipeline, "relay pass succeeded again");
+        }
+    }
+
+    /// A pass failed with `e`: says so, returns the pause before the next.
+    fn failed(&mut self, e: &crate::Error, read_only: &ReadOnly) -> Duration {
+        let now = tokio::time::Instant::now();
+        let (pipeline, retry_in) = (self.pipeline, self.backoff);
+        if read_only.refused(e) {
+            // Said once for the whole relay.
+        } else if self.warned.map_or(true, |w| now - w >= FAILING_LOG_EVERY) {
+            tracing::warn!(pipeline, error = %crate::error_chain(e), ?retry_in, "relay pass failed");
+            self.warned = Some(now);
+        } else {
+            tracing::debug!(pipeline, error = %crate::error_chain(e), ?retry_in, "relay pass failed");
+        }
+        self.backoff = (self.backoff * 2).min(MAX_RETRY_PAUSE);
+        retry_in
+    }
+}
+
+/// A pipeline's first pause after a failed pass.
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(claimed: usize, held_back: usize, aggregates: usize) -> PassStats {
+        PassStats {
+            claimed,
+            held_back,
+            aggregates,
+            ..PassStats::default()
+        }
+    }
+
+    #[test]
+    fn a_pass_that_took_rows_claims_again_and_a_full_one_wakes_a_sibling() {
+        assert_eq!(next(&stats(3, 0, 2), 10), Next::More { help: false });
+        assert_eq!(next(&stats(10, 0, 2), 10), Next::More { help: true });
+        // One aggregate's full batch: what follows is likely more of it.
+        assert_eq!(next(&stats(10, 0, 1), 10), Next::More { help: false });
+    }
+
+    #[test]
+    fn a_pass_that_took_nothing_it_may_publish_goes_idle() {
+        assert_eq!(next(&stats(0, 0, 0), 10), Next::Idle);
+        assert_eq!(next(&stats(4, 4, 1), 10), Next::Idle);
+    }
+
+    #[test]
+    fn a_pass_that_read_on_claims_again_whatever_it_took() {
+        let read_on = PassStats {
+            read_on: true,
+            ..stats(0, 0, 0)
+        };
+        assert_eq!(next(&read_on, 10), Next::ReadOn);
     }
 }

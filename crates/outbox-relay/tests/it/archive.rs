@@ -1,6 +1,6 @@
 //! The archiver on the real PostgreSQL, one schema per test.
 
-use outbox_relay::archive::{ArchiveStats, Config};
+use outbox_relay::archive::{ArchiveService, ArchiveStats, Config, ServiceConfig};
 use outbox_relay::{Archiver, Store};
 use outbox_testkit::TestSchema;
 use std::time::Duration;
@@ -178,18 +178,18 @@ async fn config_is_validated() {
 async fn run_stops_on_shutdown() {
     let t = TestSchema::new("archive_run").await;
     fill(&t, 4).await;
-    let a = archiver(
-        &t,
-        Config {
-            older_than: DAY,
-            ..Config::default()
+    let service = ArchiveService::new(
+        Store::new(t.pool.clone(), t.schema.clone()),
+        ServiceConfig {
+            interval: Duration::from_secs(3600),
+            ..ServiceConfig::after(DAY)
         },
-    );
+    )
+    .unwrap();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let task = {
-        let a = a.clone();
         let s = shutdown.clone();
-        tokio::spawn(async move { a.run(s, Duration::from_secs(3600)).await })
+        tokio::spawn(async move { service.run(&s).await })
     };
     // The first run happens at once; wait for its effect, not a timer.
     while t
@@ -200,7 +200,7 @@ async fn run_stops_on_shutdown() {
         tokio::task::yield_now().await;
     }
     shutdown.cancel();
-    task.await.unwrap().unwrap();
+    task.await.unwrap();
     assert_eq!(unsent(&t).await, 3);
 }
 
