@@ -6,7 +6,7 @@
 //! - `publish.rs`: publishing a batch under its lease, within the deadline.
 //! - `settle.rs`: settling a batch in one statement, per aggregate chain;
 //!   `settle_plan.rs` decides each row's fate without the database (its
-//!   tests: `settle_plan_tests.rs`).
+//!   tests: `settle_plan/tests.rs`).
 //! - `order.rs`, `ordered.rs`: order per aggregate (gates, buckets, claims).
 //! - `run.rs`: the long-running loop — pipelines, wake-ups, breaker.
 //! - `maintain.rs`: the maintenance services beside the pipelines, each

@@ -355,5 +355,4 @@ impl SettlePlan {
 }
 
 #[cfg(test)]
-#[path = "settle_plan_tests.rs"]
 mod tests;

@@ -466,17 +466,3 @@ pub(crate) fn age_seconds(secs: f64) -> Duration {
     // f64::max ignores a NaN: NaN becomes 0.
     Duration::try_from_secs_f64(secs.max(0.0)).unwrap_or(Duration::MAX)
 }
-
-#[cfg(test)]
-mod age_tests {
-    use super::*;
-
-    #[test]
-    fn any_age_the_database_returns_is_a_duration() {
-        assert_eq!(age_seconds(1.5), Duration::from_millis(1500));
-        assert_eq!(age_seconds(-3.0), Duration::ZERO);
-        assert_eq!(age_seconds(f64::NAN), Duration::ZERO);
-        assert_eq!(age_seconds(f64::INFINITY), Duration::MAX);
-        assert_eq!(age_seconds(1e300), Duration::MAX);
-    }
-}

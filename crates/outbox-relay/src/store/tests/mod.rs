@@ -88,3 +88,14 @@ fn sink_relay(t: &TestSchema, relay_id: &str, config: RelayConfig) -> Relay<Post
     let publisher = PostgresPublisher::new(t.pool.clone(), &t.schema, relay_id);
     Relay::new(store(t), publisher, config).unwrap()
 }
+
+#[test]
+fn any_age_the_database_returns_is_a_duration() {
+    use super::age_seconds;
+    use std::time::Duration;
+    assert_eq!(age_seconds(1.5), Duration::from_millis(1500));
+    assert_eq!(age_seconds(-3.0), Duration::ZERO);
+    assert_eq!(age_seconds(f64::NAN), Duration::ZERO);
+    assert_eq!(age_seconds(f64::INFINITY), Duration::MAX);
+    assert_eq!(age_seconds(1e300), Duration::MAX);
+}
