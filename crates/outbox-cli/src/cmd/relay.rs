@@ -16,7 +16,7 @@ pub struct Args {
 }
 
 /// The relay's settings as flags, one per non-global key of the config
-/// table (`config/keys.rs`), with its `--help` from there. Each overrides
+/// table (`config/keys/table.rs`), with its `--help` from there. Each overrides
 /// the config file and its `OUTBOX_*` variable; values are checked by the
 /// config loader, which reports every bad one at once. No clap `env =` or
 /// default: the loader reads those itself so it can tell where each value

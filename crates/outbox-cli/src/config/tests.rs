@@ -329,7 +329,7 @@ fn docs_table_is_the_key_table() {
     assert_eq!(
         &text[begin..end],
         table,
-        "docs/operations.md's settings table differs from config/keys.rs: run OUTBOX_UPDATE_DOCS=1 cargo test -p outbox-cli docs_table"
+        "docs/operations.md's settings table differs from config/keys/table.rs: run OUTBOX_UPDATE_DOCS=1 cargo test -p outbox-cli docs_table"
     );
 }
 

@@ -474,7 +474,7 @@ async fn ordering_decides_whether_a_failed_message_is_overtaken() {
     }
 }
 
-/// One default per setting, declared once (config/keys.rs, from
+/// One default per setting, declared once (config/keys/table.rs, from
 /// `RelayConfig::default()`): `outbox relay --help`, `outbox config check`
 /// and the README's performance table (which measures the defaults) all
 /// say the same.
