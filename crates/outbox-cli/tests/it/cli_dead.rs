@@ -81,7 +81,7 @@ async fn replay_by_id_records_who() {
     assert_eq!(out.trim(), "replayed=1");
     assert_eq!(
         t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages WHERE id = {a} AND status = 'pending' \
+            "SELECT count(*) FROM {{schema}}.all_messages WHERE id = {a} AND status = 'pending' \
                AND attempts = 0 AND dead_at IS NULL AND dead_reason IS NULL"
         ))
         .await,
@@ -98,7 +98,7 @@ async fn replay_by_id_records_who() {
     // b is untouched.
     assert_eq!(
         t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages WHERE id = {b} AND status = 'dead'"
+            "SELECT count(*) FROM {{schema}}.all_messages WHERE id = {b} AND status = 'dead'"
         ))
         .await,
         1
@@ -122,7 +122,7 @@ async fn replay_of_ids_not_dead_changes_nothing() {
     assert!(err.contains("message 999999 not found"), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "one clear error: {err}");
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
             .await,
         1
     );
@@ -146,7 +146,7 @@ async fn replay_all_and_by_topic() {
     );
     assert_eq!(
         t.count(
-            "SELECT count(*) FROM {schema}.messages WHERE status = 'dead' AND topic = 'orders'"
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead' AND topic = 'orders'"
         )
         .await,
         1
@@ -157,7 +157,7 @@ async fn replay_all_and_by_topic() {
         3
     );
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
             .await,
         0
     );
@@ -175,19 +175,19 @@ async fn purge_deletes_only_older_dead_rows() {
         "purged=2"
     );
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
             .await,
         1
     );
     assert_eq!(
         t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages WHERE id = {young}"
+            "SELECT count(*) FROM {{schema}}.all_messages WHERE id = {young}"
         ))
         .await,
         1
     );
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'pending'")
             .await,
         1
     );
@@ -217,7 +217,7 @@ async fn replay_leaves_rows_with_a_refused_created_at_dead_and_says_so() {
     );
     assert_eq!(
         t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages WHERE id = {good} AND status = 'pending'"
+            "SELECT count(*) FROM {{schema}}.all_messages WHERE id = {good} AND status = 'pending'"
         ))
         .await,
         1
@@ -248,14 +248,14 @@ async fn replay_leaves_rows_with_refused_headers_dead_and_says_so() {
     );
     assert_eq!(
         t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages WHERE id = {bad} AND status = 'dead'"
+            "SELECT count(*) FROM {{schema}}.all_messages WHERE id = {bad} AND status = 'dead'"
         ))
         .await,
         1
     );
     assert_eq!(
         t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages WHERE id = {good} AND status = 'pending'"
+            "SELECT count(*) FROM {{schema}}.all_messages WHERE id = {good} AND status = 'pending'"
         ))
         .await,
         1
