@@ -203,8 +203,10 @@ async fn bad_configs_fail_clearly_and_write_nothing() {
         0
     );
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND attempts = 0")
-            .await,
+        t.count(
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'pending' AND attempts = 0"
+        )
+        .await,
         1
     );
     assert_eq!(

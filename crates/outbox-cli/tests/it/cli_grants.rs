@@ -226,7 +226,7 @@ async fn a_producer_can_only_enqueue_new_pending_messages_and_use_the_inbox() {
     // Every row it wrote starts pending, unclaimed, with no history.
     assert_eq!(
         t.count(
-            "SELECT count(*) FROM {schema}.messages WHERE id > 1 AND status = 'pending' \
+            "SELECT count(*) FROM {schema}.all_messages WHERE id > 1 AND status = 'pending' \
                AND attempts = 0 AND locked_by IS NULL AND locked_at IS NULL \
                AND dead_at IS NULL AND last_error IS NULL"
         )

@@ -14,7 +14,7 @@ const INSERT: &str =
 /// Nothing claimed, attempted or published.
 async fn untouched(t: &TestSchema) {
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND attempts = 0 AND locked_by IS NULL")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'pending' AND attempts = 0 AND locked_by IS NULL")
             .await,
         1
     );

@@ -122,7 +122,7 @@ async fn a_bad_publisher_url_is_refused_without_its_secret() {
     }
     let client = t.pool.get().await.unwrap();
     let sql = format!(
-        "SELECT status, attempts FROM {}.messages WHERE id = $1",
+        "SELECT status, attempts FROM {}.all_messages WHERE id = $1",
         t.schema.quoted()
     );
     let row = client.query_one(&sql, &[&id]).await.unwrap();
@@ -151,7 +151,7 @@ async fn broker_clients_do_not_log_credentials_at_trace() {
     }
     let client = t.pool.get().await.unwrap();
     let sql = format!(
-        "SELECT coalesce(string_agg(last_error, ' '), '') FROM {}.messages",
+        "SELECT coalesce(string_agg(last_error, ' '), '') FROM {}.all_messages",
         t.schema.quoted()
     );
     let stored: String = client.query_one(&sql, &[]).await.unwrap().get(0);

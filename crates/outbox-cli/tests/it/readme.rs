@@ -267,7 +267,7 @@ async fn operations_as_written() {
         }
     }
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
             .await,
         0,
         "every dead letter was replayed"
