@@ -69,7 +69,7 @@ async fn poison_goes_dead_in_a_sink_database_and_replay_sends_it_once_fixed() {
     );
     assert_eq!(
         t.count(
-            "SELECT count(*) FROM {schema}.messages WHERE topic = 'poison' AND status = 'dead' \
+            "SELECT count(*) FROM {schema}.all_messages WHERE topic = 'poison' AND status = 'dead' \
                  AND dead_reason LIKE '%poison refused by the sink%'"
         )
         .await,
@@ -83,7 +83,7 @@ async fn poison_goes_dead_in_a_sink_database_and_replay_sends_it_once_fixed() {
     );
     assert_eq!(
         t.count(
-            "SELECT count(*) FROM {schema}.messages WHERE topic = 'poison' AND status = 'pending'"
+            "SELECT count(*) FROM {schema}.all_messages WHERE topic = 'poison' AND status = 'pending'"
         )
         .await,
         2
@@ -142,12 +142,17 @@ async fn a_twenty_second_sink_outage_dead_letters_nothing() {
         tokio::time::sleep(Duration::from_secs(4)).await;
     }
     let dead_during = t
-        .count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
         .await;
-    let sent_during = t.count("SELECT count(*) FROM {schema}.messages_sent").await;
+    let sent_during = t
+        .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+        .await;
     sink.accept_connections().await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while t.count("SELECT count(*) FROM {schema}.messages_sent").await < 500
+    while t
+        .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+        .await
+        < 500
         && tokio::time::Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -165,7 +170,8 @@ async fn a_twenty_second_sink_outage_dead_letters_nothing() {
         "nothing dead or sent while the sink was down"
     );
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages_sent").await,
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+            .await,
         500
     );
     assert_eq!(

@@ -333,7 +333,10 @@ async fn the_page_has_its_own_small_pool_and_delivery_goes_on() {
     )
     .await;
     let client_db = t.pool.get().await.unwrap();
-    let count_sql = format!("SELECT count(*) FROM {}.messages_sent", t.schema.quoted());
+    let count_sql = format!(
+        "SELECT count(*) FROM {}.all_messages WHERE status = 'sent'",
+        t.schema.quoted()
+    );
     let page_conns = format!(
         "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'outbox operator page {}'",
         t.name()
