@@ -181,7 +181,7 @@ async fn the_relay_follows_a_failover_to_the_promoted_standby() {
     // leases the new primary must see through.
     let in_flight = pair
         .standby
-        .psql("SELECT count(*) FROM outbox.messages WHERE status = 'processing'")
+        .psql("SELECT count(*) FROM outbox.all_messages WHERE status = 'processing'")
         .unwrap();
     assert_ne!(in_flight, "0", "claims are in flight when the primary dies");
 

@@ -115,7 +115,10 @@ async fn kill_nine_storm_loses_nothing_and_publishes_nothing_rolled_back() {
     // The last relay drains everything, recovering the killed claims once
     // their one-second lease expires.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    while t.count("SELECT count(*) FROM {schema}.messages_sent").await < committed
+    while t
+        .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+        .await
+        < committed
         && tokio::time::Instant::now() < deadline
     {
         tokio::time::sleep(Duration::from_millis(100)).await;

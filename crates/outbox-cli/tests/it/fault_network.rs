@@ -36,7 +36,9 @@ async fn enqueue(t: &TestSchema, n: i64) {
 async fn wait_sent(t: &TestSchema, want: i64) -> i64 {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     loop {
-        let sent = t.count("SELECT count(*) FROM {schema}.messages_sent").await;
+        let sent = t
+            .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+            .await;
         if sent >= want || tokio::time::Instant::now() > deadline {
             return sent;
         }

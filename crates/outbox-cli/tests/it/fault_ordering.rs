@@ -175,7 +175,9 @@ async fn two_relays_webhook_503s_kill9_keep_aggregate_order() {
             .map(|r| r.get(0))
             .collect()
     };
-    let sent_at_kill = t.count("SELECT count(*) FROM {schema}.messages_sent").await;
+    let sent_at_kill = t
+        .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+        .await;
     let _a2 = start_relay(t.name(), "relay-a2", &rx.url);
     producer.await.unwrap();
     let produced_for = started.elapsed();
@@ -185,8 +187,12 @@ async fn two_relays_webhook_503s_kill9_keep_aggregate_order() {
     // heartbeat of another relay to remove it.
     let deadline = Instant::now() + Duration::from_secs(90);
     loop {
-        let left = t.count("SELECT count(*) FROM {schema}.messages").await;
-        let sent = t.count("SELECT count(*) FROM {schema}.messages_sent").await;
+        let left = t
+            .count("SELECT count(*) FROM {schema}.all_messages WHERE status <> 'sent'")
+            .await;
+        let sent = t
+            .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+            .await;
         if left == 0 && sent == TOTAL as i64 {
             break;
         }
@@ -332,5 +338,9 @@ async fn two_relays_webhook_503s_kill9_keep_aggregate_order() {
         "the killed relay's registration was removed"
     );
     assert_eq!(owners, 2, "the two live relays share the buckets");
-    assert_eq!(t.count("SELECT count(*) FROM {schema}.messages").await, 0);
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status <> 'sent'")
+            .await,
+        0
+    );
 }

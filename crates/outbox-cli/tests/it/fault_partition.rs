@@ -38,7 +38,7 @@ async fn enqueue(t: &TestSchema, n: i64) {
     .await;
 }
 
-const SENT: &str = "SELECT count(*) FROM {schema}.messages_sent";
+const SENT: &str = "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'";
 
 async fn wait_sent(t: &TestSchema, want: i64, within: Duration) -> i64 {
     let deadline = tokio::time::Instant::now() + within;
