@@ -130,7 +130,7 @@ fn stop(mut relay: Running, log: &std::path::Path) -> String {
     text
 }
 
-const SENT: &str = "SELECT count(*) FROM outbox.messages_sent";
+const SENT: &str = "SELECT count(*) FROM outbox.all_messages WHERE status = 'sent'";
 const DELIVERED: &str = "SELECT count(DISTINCT message_id) FROM outbox.published_events";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
