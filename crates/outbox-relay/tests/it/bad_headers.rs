@@ -63,7 +63,7 @@ async fn a_row_with_bad_headers_goes_dead_alone() {
         let row = client
             .query_one(
                 &format!(
-                    "SELECT status, dead_reason FROM {}.messages WHERE aggregate_id = $1",
+                    "SELECT status, dead_reason FROM {}.all_messages WHERE aggregate_id = $1",
                     t.schema.quoted()
                 ),
                 &[&aggregate_id],

@@ -72,7 +72,7 @@ async fn replay_by_id_resets_and_records() {
     assert_eq!(replayed, [id]);
     let row = t
         .count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages WHERE id = {id} AND status = 'pending' \
+            "SELECT count(*) FROM {{schema}}.all_messages WHERE id = {id} AND status = 'pending' \
                AND attempts = 0 AND dead_at IS NULL AND dead_reason IS NULL \
                AND last_error IS NULL AND next_run_at <= now() AND locked_by IS NULL"
         ))
@@ -90,7 +90,7 @@ async fn replay_by_id_resets_and_records() {
     // The other dead message was not touched.
     assert_eq!(
         t.count(&format!(
-            "SELECT count(*) FROM {{schema}}.messages WHERE id = {other} AND status = 'dead'"
+            "SELECT count(*) FROM {{schema}}.all_messages WHERE id = {other} AND status = 'dead'"
         ))
         .await,
         1
@@ -118,7 +118,7 @@ async fn replay_by_id_is_all_or_nothing() {
     assert!(msg.contains("message 999999 not found"), "{msg}");
     // Nothing half-done: d1 is still dead and no replay was recorded.
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
             .await,
         1
     );
@@ -142,13 +142,13 @@ async fn replay_all_and_by_topic() {
         [b]
     );
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
             .await,
         2
     );
     assert_eq!(d.replay(&ReplayTarget::All, None).await.unwrap().len(), 2);
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'pending'")
             .await,
         3
     );
@@ -219,7 +219,7 @@ async fn newest_and_replay_matching_a_text_filter() {
     };
     assert_eq!(d.replay(&target, Some("page")).await.unwrap(), [new]);
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
             .await,
         2
     );
