@@ -101,7 +101,7 @@ async fn notify_wakes_the_relay_long_before_the_poll_interval() {
         enqueue(&t, 5).await;
         let sent = eventually(
             &t,
-            "SELECT count(*) FROM {schema}.messages_sent",
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'",
             5,
             Duration::from_secs(20),
         )
@@ -132,7 +132,7 @@ async fn with_notify_off_the_poll_interval_still_finds_messages() {
         enqueue(&t, 3).await;
         let sent = eventually(
             &t,
-            "SELECT count(*) FROM {schema}.messages_sent",
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'",
             3,
             Duration::from_secs(20),
         )
@@ -172,14 +172,14 @@ async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead
         // Many times the whole retry schedule (3 attempts, 100 ms apart).
         tokio::time::sleep(Duration::from_secs(3)).await;
         let dead_during = t
-            .count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+            .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
             .await;
         let open_during = r.breaker_open();
-        let max_attempts = t.count("SELECT coalesce(max(attempts), 0)::int8 FROM {schema}.messages WHERE status <> 'processing'").await;
+        let max_attempts = t.count("SELECT coalesce(max(attempts), 0)::int8 FROM {schema}.all_messages WHERE status NOT IN ('processing', 'sent')").await;
         sink_db.accept_connections().await;
         let sent = eventually(
             &t,
-            "SELECT count(*) FROM {schema}.messages_sent",
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'",
             50,
             Duration::from_secs(30),
         )
@@ -195,7 +195,7 @@ async fn a_destination_down_longer_than_the_retry_schedule_sends_nothing_to_dead
     assert_eq!(max_attempts, 0, "released rows get their attempt back");
     assert_eq!(sent, 50);
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
             .await,
         0
     );
@@ -272,7 +272,7 @@ async fn shutdown_releases_claims_it_cannot_finish() {
     let claimed = while_running(&r, async {
         let claimed = eventually(
             &t,
-            "SELECT count(*) FROM {schema}.messages WHERE status = 'processing'",
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'processing'",
             4,
             Duration::from_secs(10),
         )
@@ -282,7 +282,7 @@ async fn shutdown_releases_claims_it_cannot_finish() {
     .await;
     assert_eq!(claimed, 4);
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND attempts = 0 AND locked_by IS NULL").await,
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'pending' AND attempts = 0 AND locked_by IS NULL").await,
         4,
         "released without spending an attempt"
     );
@@ -303,7 +303,7 @@ async fn shutdown_lets_a_quick_batch_finish() {
     while_running(&r, async {
         eventually(
             &t,
-            "SELECT count(*) FROM {schema}.messages WHERE status = 'processing'",
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'processing'",
             4,
             Duration::from_secs(10),
         )
@@ -311,7 +311,8 @@ async fn shutdown_lets_a_quick_batch_finish() {
     })
     .await;
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages_sent").await,
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+            .await,
         4
     );
 }
@@ -332,7 +333,7 @@ async fn concurrent_pipelines_publish_each_message_once() {
     let sent = while_running(&r, async {
         let sent = eventually(
             &t,
-            "SELECT count(*) FROM {schema}.messages_sent",
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'",
             3000,
             Duration::from_secs(60),
         )
@@ -414,7 +415,7 @@ async fn a_publisher_panic_fails_its_batch_and_the_relay_keeps_running() {
     let sent = while_running(&r, async {
         eventually(
             &t,
-            "SELECT count(*) FROM {schema}.messages_sent",
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'",
             n as i64,
             Duration::from_secs(30),
         )
@@ -424,8 +425,8 @@ async fn a_publisher_panic_fails_its_batch_and_the_relay_keeps_running() {
     assert_eq!(sent, n as i64, "the relay carried on after the panic");
     assert_eq!(
         t.count(
-            "SELECT count(*) FROM {schema}.messages_sent \
-              WHERE attempts = 2 AND last_error = 'publisher panics-once panicked: publisher bug'"
+            "SELECT count(*) FROM {schema}.all_messages \
+              WHERE status = 'sent' AND attempts = 2 AND last_error = 'publisher panics-once panicked: publisher bug'"
         )
         .await,
         n as i64,
@@ -500,7 +501,7 @@ async fn during_an_outage_one_pipeline_probes_at_a_time_then_all_resume() {
         outage.down.store(false, Ordering::SeqCst);
         let sent = eventually(
             &t,
-            "SELECT count(*) FROM {schema}.messages_sent",
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'",
             n as i64,
             Duration::from_secs(30),
         )
@@ -516,8 +517,10 @@ async fn during_an_outage_one_pipeline_probes_at_a_time_then_all_resume() {
     );
     assert_eq!(sent, n as i64, "all pipelines resumed");
     assert_eq!(
-        t.count("SELECT count(*) FROM {schema}.messages_sent WHERE attempts > 1")
-            .await,
+        t.count(
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent' AND attempts > 1"
+        )
+        .await,
         0,
         "the outage spent no attempt"
     );
