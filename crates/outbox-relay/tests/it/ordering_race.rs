@@ -78,7 +78,7 @@ async fn race(ordering: Ordering) -> Race {
         (stop, task)
     };
     let began = Instant::now();
-    let sent = || t.count("SELECT count(*) FROM {schema}.messages_sent");
+    let sent = || t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'");
     let wait_sent = |n: i64| async move {
         while sent().await < n {
             assert!(
@@ -126,7 +126,7 @@ async fn race(ordering: Ordering) -> Race {
     assert_eq!(distinct, 20_000);
     assert!(published - distinct <= 4 * 50, "{published} published");
     let retried = t
-        .count("SELECT count(*) FROM {schema}.messages_sent WHERE attempts > 1")
+        .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent' AND attempts > 1")
         .await;
     assert!(retried > 1000, "failures were exercised: {retried} retried");
     let shared = t
