@@ -339,7 +339,7 @@ async fn a_slow_topic_holds_only_its_own_messages() {
         let t = &t;
         async move {
             t.count(&format!(
-                "SELECT count(*) FROM {{schema}}.messages_sent WHERE topic = '{topic}'"
+                "SELECT count(*) FROM {{schema}}.all_messages WHERE status = 'sent' AND topic = '{topic}'"
             ))
             .await
         }

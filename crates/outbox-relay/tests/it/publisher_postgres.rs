@@ -272,7 +272,10 @@ async fn the_relay_fills_every_field_in_the_outbox_schema() {
         .expect("every envelope column filled");
     let enqueued: chrono::DateTime<chrono::Utc> = client
         .query_one(
-            &format!("SELECT created_at FROM {}.messages_sent", t.schema.quoted()),
+            &format!(
+                "SELECT created_at FROM {}.all_messages WHERE status = 'sent'",
+                t.schema.quoted()
+            ),
             &[],
         )
         .await

@@ -249,7 +249,9 @@ pub async fn outage_spends_no_attempts<H: Harness>(h: &H) {
     );
     assert!(relay.breaker_open());
     let untouched = t
-        .count("SELECT count(*) FROM {schema}.messages WHERE status = 'pending' AND attempts = 0")
+        .count(
+            "SELECT count(*) FROM {schema}.all_messages WHERE status = 'pending' AND attempts = 0",
+        )
         .await;
     assert_eq!(untouched, 3);
 }

@@ -115,7 +115,9 @@ pub async fn relay_in_aggregate_order<P: outbox_relay::Publisher>(
     };
     let (ran, ()) = tokio::join!(relay.run(stop.clone()), wait);
     ran.unwrap();
-    let sent = t.count("SELECT count(*) FROM {schema}.messages_sent").await;
+    let sent = t
+        .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+        .await;
     assert_eq!(
         sent as usize,
         AGGREGATES * PER_AGGREGATE,
