@@ -222,7 +222,7 @@ async fn a_missing_topic_is_dead_within_seconds_and_holds_nothing_else() {
     wait_count(&db, &mut relay, SENT, 50, Duration::from_secs(5)).await;
     let sent = started.elapsed();
     let dead_sql = format!(
-        "SELECT count(*) FROM {{schema}}.messages \
+        "SELECT count(*) FROM {{schema}}.all_messages \
           WHERE status = 'dead' AND topic = '{absent}' AND dead_reason LIKE '%{absent}%'"
     );
     wait_count(
@@ -263,7 +263,7 @@ async fn an_8_s_broker_crash_loses_nothing_and_dead_letters_nothing() {
     stop_relay(relay);
 
     let dead = db
-        .count("SELECT count(*) FROM {schema}.messages WHERE status = 'dead'")
+        .count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'dead'")
         .await;
     assert_eq!(dead, 0, "nothing dead-lettered");
     let records = read_back(&broker, &topic, 3);
