@@ -11,6 +11,7 @@ mod claim_floor;
 mod dead_letters;
 mod hostile_http;
 mod hostile_rows;
+mod insert_only_draft;
 mod ordering;
 mod ordering_race;
 mod properties;
