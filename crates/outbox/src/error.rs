@@ -158,7 +158,7 @@ impl Error {
     pub fn from_tokio_postgres(e: tokio_postgres::Error) -> Self {
         let duplicate = e
             .as_db_error()
-            .is_some_and(|d| d.constraint() == Some(EVENT_ID_KEY));
+            .is_some_and(|d| d.constraint().is_some_and(is_event_id_key));
         Self::wrap(e, duplicate)
     }
 
@@ -167,7 +167,7 @@ impl Error {
     pub fn from_sqlx(e: sqlx::Error) -> Self {
         let duplicate = e
             .as_database_error()
-            .is_some_and(|d| d.constraint() == Some(EVENT_ID_KEY));
+            .is_some_and(|d| d.constraint().is_some_and(is_event_id_key));
         Self::wrap(e, duplicate)
     }
 
@@ -183,8 +183,18 @@ impl Error {
 }
 
 /// The unique constraint on `event_id` of `<schema>.messages` (migration 1).
-#[cfg(any(feature = "tokio-postgres", feature = "sqlx"))]
+#[cfg(any(feature = "tokio-postgres", feature = "sqlx", test))]
 const EVENT_ID_KEY: &str = "messages_event_id_key";
+
+/// Whether a unique violation on `constraint` is a taken `event_id`: the
+/// table's constraint, or (docs/design/insert-only.md) the unique index of
+/// one partition, named `messages_event_id_key_<partition>`.
+#[cfg(any(feature = "tokio-postgres", feature = "sqlx", test))]
+fn is_event_id_key(constraint: &str) -> bool {
+    constraint
+        .strip_prefix(EVENT_ID_KEY)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+}
 
 /// Result alias for this crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -203,6 +213,16 @@ pub fn describe_tokio_postgres(e: &tokio_postgres::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_taken_event_id_is_the_table_key_or_a_partition_key() {
+        assert!(is_event_id_key("messages_event_id_key"));
+        assert!(is_event_id_key("messages_event_id_key_1"));
+        assert!(is_event_id_key("messages_event_id_key_default"));
+        assert!(!is_event_id_key("messages_event_id_keys"));
+        assert!(!is_event_id_key("messages_pkey"));
+        assert!(!is_event_id_key("retries_event_id_key"));
+    }
     use super::*;
 
     #[derive(Debug)]
