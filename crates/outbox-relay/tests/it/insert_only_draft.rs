@@ -385,3 +385,55 @@ async fn a_settle_moves_the_rare_path_to_retries_and_is_fenced() {
     let other = window(&t, &c, (lane + 1) % 4, true).await;
     assert!(batch(&t, &c, (lane + 1) % 4, &other).await.is_empty());
 }
+
+/// The lanes a relay owns after one heartbeat: every bucket it holds is in
+/// one of them, and it holds all of each lane's buckets.
+async fn beat(t: &TestSchema, c: &Client, relay: &str, token: i64) -> Vec<i32> {
+    let rows = c
+        .query(
+            &sql(t, "SELECT bucket FROM {schema}.relay_heartbeat($1, $2, 'aggregate', 30) WHERE bucket IS NOT NULL"),
+            &[&relay, &token],
+        )
+        .await
+        .unwrap();
+    let buckets: Vec<i32> = rows.iter().map(|r| r.get(0)).collect();
+    let mut lanes: Vec<i32> = buckets.iter().map(|b| b % 4).collect();
+    lanes.sort();
+    lanes.dedup();
+    assert_eq!(
+        buckets.len(),
+        lanes.len() * 256,
+        "{relay} holds whole lanes: {lanes:?}"
+    );
+    lanes
+}
+
+/// Buckets go a lane at a time: two relays own two lanes each, a third
+/// waits as a standby and takes the lanes of one whose lease ran out.
+#[tokio::test]
+async fn buckets_are_leased_a_lane_at_a_time() {
+    let t = upgraded("io_lanes").await;
+    let c = t.pool.get().await.unwrap();
+    assert_eq!(beat(&t, &c, "r1", 1).await, [0, 1, 2, 3]);
+    assert_eq!(
+        beat(&t, &c, "r2", 2).await,
+        Vec::<i32>::new(),
+        "none free yet"
+    );
+    assert_eq!(
+        beat(&t, &c, "r1", 1).await,
+        [0, 1],
+        "r1 gives back its share's surplus"
+    );
+    assert_eq!(beat(&t, &c, "r2", 2).await, [2, 3]);
+    assert_eq!(beat(&t, &c, "r3", 3).await, Vec::<i32>::new(), "a standby");
+    assert_eq!(beat(&t, &c, "r1", 1).await, [0, 1]);
+    t.exec("UPDATE {schema}.relays SET lease_until = now() - interval '1 s' WHERE relay_id = 'r1'")
+        .await;
+    assert_eq!(
+        beat(&t, &c, "r3", 3).await,
+        [0, 1],
+        "r1's lanes, once its lease ran out"
+    );
+    assert_eq!(beat(&t, &c, "r2", 2).await, [2, 3]);
+}

@@ -127,6 +127,86 @@ CREATE OR REPLACE FUNCTION {schema}.message_lane(aggregate_type text, aggregate_
     SELECT ((hashtextextended(aggregate_type || chr(31) || aggregate_id, 0) & 1023) % 4)::int
 $lane$;
 
+-- Buckets are handed out a lane at a time: the owner of lane `l` owns
+-- every bucket `b` with `b % 4 = l`, in `messages` and in `retries`, so
+-- the relay that holds an aggregate back in `retries` is the one that
+-- claims it there. Migration 7's heartbeat, with the fair share counted
+-- in lanes (4 / live relays, rounded up; a relay beyond four is a
+-- standby), and with every relay taking lanes whatever its ordering: the
+-- hot path needs an owner either way. A lane changes hands through its
+-- first bucket (`b = l`), locked SKIP LOCKED, so two relays never move the
+-- same lane's buckets at once. Buckets owned bucket by bucket before this
+-- migration are freed: the relays of the previous build refuse the schema.
+DO $free$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM {schema}.lane_positions WHERE seq > 0) THEN
+        UPDATE {schema}.relay_buckets SET owner = NULL WHERE owner IS NOT NULL;
+    END IF;
+END
+$free$;
+
+CREATE OR REPLACE FUNCTION {schema}.relay_heartbeat(
+    me text, me_token int8, me_ordering text, lease_secs float8)
+    RETURNS TABLE (bucket int, gained boolean, renewed boolean, other_modes int8)
+    LANGUAGE plpgsql AS $beat$
+#variable_conflict use_column
+DECLARE
+    was_renewed boolean;
+    live int;
+    share int;
+    mine int;
+    taken int[] := '{}';
+BEGIN
+    UPDATE {schema}.relays r
+       SET lease_until = now() + lease_secs * interval '1 second', ordering = me_ordering
+     WHERE r.relay_id = me AND r.token = me_token;
+    was_renewed := FOUND;
+    IF NOT was_renewed THEN
+        DELETE FROM {schema}.relays r WHERE r.relay_id = me AND r.lease_until < now();
+        INSERT INTO {schema}.relays (relay_id, token, ordering, lease_until)
+        VALUES (me, me_token, me_ordering, now() + lease_secs * interval '1 second')
+        ON CONFLICT (relay_id) DO NOTHING;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'relay id % is in use by another running relay; give each relay its own id', me
+                USING ERRCODE = 'unique_violation';
+        END IF;
+        UPDATE {schema}.relay_buckets b SET owner = NULL WHERE b.owner = me;
+    END IF;
+    -- Waits for a claim or settle still running under an expired lease
+    -- (it holds the row FOR SHARE), so none outlives the hand-over.
+    DELETE FROM {schema}.relays r WHERE r.lease_until < now();
+    UPDATE {schema}.relay_buckets b SET owner = NULL
+     WHERE b.owner IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM {schema}.relays r WHERE r.relay_id = b.owner);
+    SELECT count(*) INTO live FROM {schema}.relays r;
+    share := ceil(4.0 / greatest(live, 1));
+    SELECT count(*) INTO mine FROM {schema}.relay_buckets b WHERE b.bucket < 4 AND b.owner = me;
+    IF mine > share THEN
+        UPDATE {schema}.relay_buckets b SET owner = NULL
+         WHERE b.bucket % 4 IN (SELECT x.bucket FROM {schema}.relay_buckets x
+                                 WHERE x.bucket < 4 AND x.owner = me
+                                 ORDER BY x.bucket DESC LIMIT mine - share);
+    ELSIF mine < share THEN
+        WITH lanes AS (
+            SELECT x.bucket AS lane FROM {schema}.relay_buckets x
+             WHERE x.bucket < 4 AND x.owner IS NULL
+             ORDER BY x.bucket LIMIT share - mine FOR UPDATE SKIP LOCKED),
+        t AS (
+            UPDATE {schema}.relay_buckets b SET owner = me
+             WHERE b.bucket % 4 IN (SELECT lane FROM lanes)
+            RETURNING b.bucket)
+        SELECT coalesce(array_agg(t.bucket), '{}') INTO taken FROM t;
+    END IF;
+    RETURN QUERY
+        SELECT b.bucket, b.bucket = ANY(taken), was_renewed,
+               (SELECT count(*) FROM {schema}.relays r WHERE r.ordering <> me_ordering)
+          FROM {schema}.relay_buckets b WHERE b.owner = me
+        UNION ALL
+        SELECT NULL, false, was_renewed,
+               (SELECT count(*) FROM {schema}.relays r WHERE r.ordering <> me_ordering);
+END
+$beat$;
+
 -- 4. all_messages: what the hot path holds (pending until its lane passes
 --    it, then sent at the settle that did), what is in `retries` (its own
 --    state), and what was sent before (messages_sent). A row both in
