@@ -9,6 +9,7 @@
 //!   tests: `settle_plan/tests.rs`).
 //! - `order.rs`, `ordered.rs`: order per aggregate (gates, buckets, claims).
 //! - `run.rs`: the long-running loop — pipelines, wake-ups, breaker.
+//! - `lane.rs`: the hot path of the insert-only engine, a task per lane.
 //! - `maintain.rs`: the maintenance services beside the pipelines, each
 //!   with its own config: `reaper.rs` (the lease reaper), `heartbeat.rs`
 //!   (bucket leases), the archiver and the backlog gauges.
@@ -21,6 +22,7 @@ pub use breaker::BreakerView;
 pub(crate) mod config;
 mod cursor;
 mod heartbeat;
+mod lane;
 mod maintain;
 mod order;
 mod ordered;
@@ -252,15 +254,8 @@ impl<P: Publisher> Relay<P> {
         &self,
         abandon: &CancellationToken,
     ) -> Result<PublishedBatch> {
-        let limit = match &self.limiter {
-            Some(_) => self
-                .config
-                .batch_size
-                .min(self.config.rate_limit.unwrap_or(u32::MAX) as usize),
-            None => self.config.batch_size,
-        };
         let params = ClaimParams {
-            limit: limit as i64,
+            limit: self.batch_limit() as i64,
             relay_id: &self.config.relay_id,
             from_id: cursor::FROM_ALL,
             max_batch_bytes: self.config.max_batch_bytes as i64,
@@ -335,6 +330,18 @@ impl<P: Publisher> Relay<P> {
             read_on: from_floor,
             early,
         })
+    }
+
+    /// How many rows a batch takes at most: the batch size, or the rate
+    /// limit when lower (the limiter's burst is one batch).
+    fn batch_limit(&self) -> usize {
+        match &self.limiter {
+            Some(_) => self
+                .config
+                .batch_size
+                .min(self.config.rate_limit.unwrap_or(u32::MAX) as usize),
+            None => self.config.batch_size,
+        }
     }
 
     /// Moves the cursor past a claim that read from `from_id`, started at

@@ -8,6 +8,7 @@ use super::Relay;
 use crate::publisher::Publisher;
 use crate::store::{BucketSet, ClaimParams, Claimed, OrderFilter, BUCKETS};
 use crate::Result;
+use std::sync::atomic::{AtomicU8, Ordering as AtomicOrdering};
 use std::time::Instant;
 
 /// Per-aggregate order state of one relay.
@@ -20,6 +21,9 @@ pub(crate) struct OrderCtl {
     /// the heartbeat while the buckets owned change: one at a time.
     turn: tokio::sync::Mutex<Turn>,
     gates: std::sync::Mutex<Gates>,
+    /// The lanes of the hot path this relay owns (bit `l`: lane `l`), as
+    /// the last beat left them: the owner of lane `l` owns bucket `l`.
+    lanes: AtomicU8,
 }
 
 /// What only the holder of the claim turn touches.
@@ -40,7 +44,33 @@ impl OrderCtl {
             token: rand::random::<i64>(),
             turn: Default::default(),
             gates: Default::default(),
+            lanes: AtomicU8::new(0),
         }
+    }
+
+    /// The registration token (random per process).
+    pub fn token(&self) -> i64 {
+        self.token
+    }
+
+    /// Whether this relay owns `lane` of the hot path.
+    pub fn owns_lane(&self, lane: i32) -> bool {
+        (0..8).contains(&lane) && self.lanes.load(AtomicOrdering::Relaxed) & (1 << lane) != 0
+    }
+
+    /// The lowest lane this relay owns, if any.
+    pub fn first_lane(&self) -> Option<i32> {
+        let lanes = self.lanes.load(AtomicOrdering::Relaxed);
+        (lanes != 0).then(|| lanes.trailing_zeros() as i32)
+    }
+
+    /// Records the buckets owned: the lanes are those whose first bucket is.
+    fn set_owned(&self, turn: &mut Turn, owned: BucketSet) {
+        let lanes = (0..super::lane::LANES)
+            .filter(|&l| owned.contains(l as usize))
+            .fold(0u8, |m, l| m | (1 << l));
+        self.lanes.store(lanes, AtomicOrdering::Relaxed);
+        turn.owned = owned;
     }
 
     /// The gates (never held across an await).
@@ -100,7 +130,7 @@ impl<P: Publisher> Relay<P> {
                 // The claim may have committed with its answer lost: rows of
                 // ours in flight that the gates do not know. Reload every
                 // bucket before the next claim.
-                turn.owned = BucketSet::default();
+                ctl.set_owned(&mut turn, BucketSet::default());
                 turn.last_beat = None;
                 return Err(e);
             }
@@ -141,13 +171,14 @@ impl<P: Publisher> Relay<P> {
             if !beat.renewed {
                 // Registered anew: whatever this relay knew of its buckets
                 // may have changed under another owner.
-                turn.owned = BucketSet::default();
+                ctl.set_owned(turn, BucketSet::default());
                 ctl.gates().forget(|_| false);
             }
             let lost = turn.owned.minus(&beat.owned);
             if !lost.is_empty() {
                 ctl.gates().forget(|k| !lost.contains(BucketSet::of(k)));
-                turn.owned = turn.owned.minus(&lost);
+                let kept = turn.owned.minus(&lost);
+                ctl.set_owned(turn, kept);
                 tracing::info!(
                     buckets = lost.len(),
                     "gave buckets of aggregates to another relay"
@@ -166,7 +197,7 @@ impl<P: Publisher> Relay<P> {
                     "took buckets of aggregates"
                 );
             }
-            turn.owned = beat.owned;
+            ctl.set_owned(turn, beat.owned);
             turn.last_beat = Some(Instant::now());
             if beat.other_modes != turn.other_modes {
                 turn.other_modes = beat.other_modes;

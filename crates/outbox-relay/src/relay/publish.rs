@@ -157,7 +157,7 @@ impl<P: Publisher> Relay<P> {
     /// succeeded, so two messages of one aggregate are never in flight
     /// together and none goes out after one of its aggregate failed. A
     /// batch of distinct aggregates (the usual case) is one wave.
-    async fn publish_in_waves(
+    pub(super) async fn publish_in_waves(
         &self,
         messages: &[Message],
         refused: &[(i64, String)],

@@ -24,6 +24,10 @@ impl<P: Publisher> Relay<P> {
         // Refuse a schema from another build before claiming anything: an
         // older one fails every message, a newer one may mean other things.
         self.store.check_migrated().await?;
+        // A schema with lanes (the draft migration 12, docs/design/
+        // insert-only.md) is read by a task per lane beside the claim
+        // pipelines, which then claim from `retries`.
+        let lanes = self.store.lanes();
         let wake = Notify::new();
         let listening = self.config.notify && self.listen.is_some();
         let listener = async {
@@ -42,6 +46,13 @@ impl<P: Publisher> Relay<P> {
         let pipelines = futures_util::future::join_all(
             (0..self.config.concurrency).map(|i| self.pipeline(i, &wake, &shutdown, &hard_stop)),
         );
+        let woken = tokio::sync::watch::Sender::new(0u64);
+        let lane_tasks = futures_util::future::join_all(
+            (0..super::lane::LANES)
+                .filter(|_| lanes)
+                .map(|l| self.lane_loop(l, &wake, &woken, &shutdown, &hard_stop)),
+        );
+        let pipelines = futures_util::future::join(pipelines, lane_tasks);
         let grace = async {
             shutdown.cancelled().await;
             tokio::time::sleep(self.config.shutdown_grace).await;
@@ -162,14 +173,14 @@ fn next(stats: &PassStats, batch_size: usize) -> Next {
 /// A pipeline's passes failing: the pause before the next try, doubling
 /// up to [`MAX_RETRY_PAUSE`], and a warning at most every
 /// [`FAILING_LOG_EVERY`] (at debug level in between).
-struct Failing {
+pub(super) struct Failing {
     pipeline: usize,
     backoff: Duration,
     warned: Option<tokio::time::Instant>,
 }
 
 impl Failing {
-    fn new(pipeline: usize) -> Self {
+    pub(super) fn new(pipeline: usize) -> Self {
         Self {
             pipeline,
             backoff: FIRST_RETRY_PAUSE,
@@ -178,7 +189,7 @@ impl Failing {
     }
 
     /// A pass succeeded.
-    fn passed(&mut self) {
+    pub(super) fn passed(&mut self) {
         self.backoff = FIRST_RETRY_PAUSE;
         if self.warned.take().is_some() {
             tracing::info!(pipeline = self.pipeline, "relay pass succeeded again");
@@ -186,7 +197,7 @@ impl Failing {
     }
 
     /// A pass failed with `e`: says so, returns the pause before the next.
-    fn failed(&mut self, e: &crate::Error, read_only: &ReadOnly) -> Duration {
+    pub(super) fn failed(&mut self, e: &crate::Error, read_only: &ReadOnly) -> Duration {
         let now = tokio::time::Instant::now();
         let (pipeline, retry_in) = (self.pipeline, self.backoff);
         if read_only.refused(e) {

@@ -35,7 +35,7 @@ impl Store {
     pub(crate) async fn archive_cutoff(&self, older_than: Duration) -> Result<DateTime<Utc>> {
         let client = self.client().await?;
         let row = client
-            .query_one(&self.q.archive.cutoff, &[&older_than.as_secs_f64()])
+            .query_one(&self.q().archive.cutoff, &[&older_than.as_secs_f64()])
             .await?;
         super::decode::get(&row, "cutoff")
     }
@@ -45,13 +45,13 @@ impl Store {
         let client = self.client().await?;
         let sent: i64 = super::decode::get(
             &client
-                .query_one(&self.q.archive.count_sent, &[&cutoff])
+                .query_one(&self.q().archive.count_sent, &[&cutoff])
                 .await?,
             "count",
         )?;
         let dead: i64 = super::decode::get(
             &client
-                .query_one(&self.q.archive.count_dead, &[&cutoff])
+                .query_one(&self.q().archive.count_dead, &[&cutoff])
                 .await?,
             "count",
         )?;
@@ -61,7 +61,7 @@ impl Store {
     /// Moves or deletes one batch in one statement (its own short
     /// transaction); returns the rows it took.
     pub(crate) async fn archive_batch(&self, p: ArchiveBatchParams) -> Result<u64> {
-        let q = &self.q.archive;
+        let q = &self.q().archive;
         let sql = match p.kind {
             ArchiveBatch::MoveSent => &q.move_sent,
             ArchiveBatch::DeleteSent => &q.delete_sent,

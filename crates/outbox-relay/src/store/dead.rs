@@ -114,7 +114,7 @@ impl Store {
     pub(crate) async fn list_dead_messages(&self, p: DeadListParams<'_>) -> Result<Vec<DeadRow>> {
         let client = self.client().await?;
         let rows = client
-            .query(&self.q.dead.list, &[&p.topic, &p.limit])
+            .query(&self.q().dead.list, &[&p.topic, &p.limit])
             .await?;
         rows.iter()
             .map(|r| {
@@ -132,7 +132,7 @@ impl Store {
     ) -> Result<Vec<DeadSummary>> {
         let client = self.client().await?;
         let rows = client
-            .query(&self.q.dead.newest, &[&p.topic, &p.text, &limit])
+            .query(&self.q().dead.newest, &[&p.topic, &p.text, &limit])
             .await?;
         rows.iter()
             .map(|r| {
@@ -152,7 +152,7 @@ impl Store {
     pub(crate) async fn count_dead_matching(&self, p: DeadFilterParams<'_>) -> Result<i64> {
         let client = self.client().await?;
         let row = client
-            .query_one(&self.q.dead.count_matching, &[&p.topic, &p.text])
+            .query_one(&self.q().dead.count_matching, &[&p.topic, &p.text])
             .await?;
         get(&row, "count")
     }
@@ -160,7 +160,7 @@ impl Store {
     /// The message `id`, whatever its status, if it is in a live table.
     pub(crate) async fn get_dead_message(&self, id: i64) -> Result<Option<DeadMessage>> {
         let client = self.client().await?;
-        let row = client.query_opt(&self.q.dead.get, &[&id]).await?;
+        let row = client.query_opt(&self.q().dead.get, &[&id]).await?;
         row.as_ref().map(dead_from_row).transpose()
     }
 
@@ -174,7 +174,7 @@ impl Store {
     ) -> Result<Vec<i64>> {
         let rows = super::conn::query(
             client,
-            &self.q.dead.replay,
+            &self.q().dead.replay,
             &[&p.ids, &p.topic, &p.replayed_by, &p.text],
         )
         .await?;
@@ -191,7 +191,7 @@ impl Store {
     pub(crate) async fn count_unreplayable(&self, p: ReplayParams<'_>) -> Result<i64> {
         let client = self.client().await?;
         let row = client
-            .query_one(&self.q.dead.unreplayable, &[&p.ids, &p.topic, &p.text])
+            .query_one(&self.q().dead.unreplayable, &[&p.ids, &p.topic, &p.text])
             .await?;
         get(&row, "count")
     }
@@ -202,7 +202,7 @@ impl Store {
         client: &(impl tokio_postgres::GenericClient + Sync),
         ids: &[i64],
     ) -> Result<Vec<(i64, String)>> {
-        let rows = super::conn::query(client, &self.q.dead.status_of, &[&ids]).await?;
+        let rows = super::conn::query(client, &self.q().dead.status_of, &[&ids]).await?;
         rows.iter()
             .map(|r| Ok((get(r, "id")?, get::<Lossy>(r, "status")?.0)))
             .collect()
@@ -212,7 +212,7 @@ impl Store {
     pub(crate) async fn purge_dead_messages(&self, older_than: Duration) -> Result<u64> {
         let client = self.client().await?;
         client
-            .execute(&self.q.dead.purge, &[&older_than.as_secs_f64()])
+            .execute(&self.q().dead.purge, &[&older_than.as_secs_f64()])
             .await
     }
 }

@@ -8,7 +8,7 @@ use deadpool_postgres::Pool;
 use outbox::sql::SchemaVersion;
 use outbox::Schema;
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +17,7 @@ mod claim;
 pub(crate) mod conn;
 mod dead;
 pub(crate) mod decode;
+mod lane;
 mod order;
 mod sql;
 mod stats;
@@ -29,6 +30,7 @@ pub(crate) use archive::{ArchiveBatch, ArchiveBatchParams};
 pub use claim::ClaimSnapshot;
 pub(crate) use claim::{Claimed, RawClaim};
 pub(crate) use dead::{DeadFilterParams, DeadListParams, ReplayParams};
+pub(crate) use lane::{LaneSettle, LaneSettled, LaneWindow};
 // Shown by the admin API ([`crate::admin`]).
 pub use dead::{DeadMessage, DeadSummary};
 pub use decode::{cut, Timestamp};
@@ -48,7 +50,12 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 pub struct Store {
     pool: Pool,
     schema: Schema,
-    q: Arc<Queries>,
+    /// The statements over today's table, and over the insert-only
+    /// engine's (see [`Self::q`]).
+    queries: Arc<(Queries, Queries)>,
+    /// The schema has the insert-only engine's lanes (draft migration 12),
+    /// as [`Self::check_migrated`] found it.
+    lanes: Arc<AtomicBool>,
     /// Connections taken to run a statement: what the relay costs the
     /// database (an idle relay should stay near one a second).
     statements: Arc<AtomicU64>,
@@ -164,7 +171,8 @@ impl Store {
     /// A store over `pool` for the outbox in `schema`.
     pub fn new(pool: Pool, schema: Schema) -> Self {
         Self {
-            q: Arc::new(Queries::new(&schema)),
+            queries: Arc::new((Queries::new(&schema), Queries::with_retries(&schema))),
+            lanes: Arc::new(AtomicBool::new(false)),
             pool,
             schema,
             statements: Arc::new(AtomicU64::new(0)),
@@ -190,6 +198,24 @@ impl Store {
         }
     }
 
+    /// The statements for the schema as [`Self::check_migrated`] found it:
+    /// over a schema with lanes (the draft migration 12, which renames
+    /// today's table `retries`), the claim path's statements read
+    /// `retries`. Until the migration is registered, when the files name
+    /// `retries` themselves and this goes.
+    fn q(&self) -> &Queries {
+        match self.lanes.load(Ordering::Relaxed) {
+            true => &self.queries.1,
+            false => &self.queries.0,
+        }
+    }
+
+    /// Whether the schema has the insert-only engine's lanes, as
+    /// [`Self::check_migrated`] last found it.
+    pub(crate) fn lanes(&self) -> bool {
+        self.lanes.load(Ordering::Relaxed)
+    }
+
     /// Statements this store (and its clones) has sent so far.
     pub fn statements_issued(&self) -> u64 {
         self.statements.load(Ordering::Relaxed)
@@ -202,12 +228,12 @@ impl Store {
 
     /// The `LISTEN` statement on the channel the insert trigger notifies.
     pub(crate) fn listen_statement(&self) -> &str {
-        &self.q.listen
+        &self.q().listen
     }
 
     /// The listener's probe: `NOTIFY` on that channel, payload `$1`.
     pub(crate) fn notify_probe_statement(&self) -> &str {
-        &self.q.notify_probe
+        &self.q().notify_probe
     }
 
     /// The connection pool.
@@ -235,18 +261,20 @@ impl Store {
     /// no outbox tables.
     pub(crate) async fn recorded_migrations(&self) -> Result<Option<Vec<i32>>> {
         let client = self.client().await?;
-        let row = client.query_one(&self.q.is_migrated, &[]).await?;
+        let row = client.query_one(&self.q().is_migrated, &[]).await?;
         let (tables, recorded): (bool, bool) = (
             decode::get(&row, "has_tables")?,
             decode::get(&row, "has_migrations")?,
         );
+        self.lanes
+            .store(decode::get(&row, "has_lanes")?, Ordering::Relaxed);
         if !tables {
             return Ok(None);
         }
         if !recorded {
             return Ok(Some(Vec::new()));
         }
-        let rows = client.query(&self.q.recorded_migrations, &[]).await?;
+        let rows = client.query(&self.q().recorded_migrations, &[]).await?;
         let versions = rows.iter().map(|r| decode::get(r, "version"));
         Ok(Some(versions.collect::<Result<_>>()?))
     }
@@ -266,11 +294,11 @@ impl Store {
             &p.max_message_bytes,
         ];
         let rows = match &p.ordered {
-            None => client.query(&self.q.claim, &base).await?,
+            None => client.query(&self.q().claim, &base).await?,
             Some(o) if o.owned.is_none() && o.held.is_empty() => {
                 let mut params = base.to_vec();
                 params.push(&o.token);
-                client.query(&self.q.claim_ordered, &params).await?
+                client.query(&self.q().claim_ordered, &params).await?
             }
             Some(o) => {
                 let owned = o.owned.map(BucketSet::as_bytes);
@@ -279,7 +307,7 @@ impl Store {
                 let mut params = base.to_vec();
                 params.extend([&o.token as &dyn conn::Param, &owned, &keys, &heads, &scan]);
                 client
-                    .query(&self.q.claim_ordered_filtered, &params)
+                    .query(&self.q().claim_ordered_filtered, &params)
                     .await?
             }
         };
@@ -342,7 +370,7 @@ impl Store {
             Err(Error::Database(e)) if is_sent_key_clash(&e) => {
                 let client = self.client().await?;
                 let taken: Vec<i64> = client
-                    .query(&self.q.sent_ids_taken, &[&p.sent])
+                    .query(&self.q().sent_ids_taken, &[&p.sent])
                     .await?
                     .iter()
                     .map(|r| decode::get(r, "id"))
@@ -375,7 +403,7 @@ impl Store {
         let release_reason = stored(&p.release_reason);
         let row = client
             .query_one(
-                &self.q.settle,
+                &self.q().settle,
                 &[
                     &p.sent,
                     &lease.relay_id,
@@ -407,7 +435,7 @@ impl Store {
         let client = self.client().await?;
         let rows = client
             .query(
-                &self.q.extend_lease,
+                &self.q().extend_lease,
                 &[&ids, &lease.relay_id, &lease.locked_at],
             )
             .await?;
@@ -428,7 +456,7 @@ impl Store {
         let steps: Vec<f64> = p.backoff.iter().map(Duration::as_secs_f64).collect();
         let rows = client
             .query(
-                &self.q.reap_expired,
+                &self.q().reap_expired,
                 &[&p.lease.as_secs_f64(), &p.max_attempts, &steps, &p.jitter],
             )
             .await?;

@@ -96,7 +96,7 @@ impl Store {
         let client = self.client().await?;
         let rows = client
             .query(
-                &self.q.relay_heartbeat,
+                &self.q().relay_heartbeat,
                 &[&relay_id, &token, &ordering, &lease.as_secs_f64()],
             )
             .await?;
@@ -120,7 +120,7 @@ impl Store {
     pub(crate) async fn relay_leave(&self, relay_id: &str, token: i64) -> Result<()> {
         let client = self.client().await?;
         client
-            .execute(&self.q.relay_leave, &[&relay_id, &token])
+            .execute(&self.q().relay_leave, &[&relay_id, &token])
             .await?;
         Ok(())
     }
@@ -130,7 +130,7 @@ impl Store {
     pub(crate) async fn held_in_buckets(&self, buckets: &BucketSet) -> Result<Vec<(i64, i64)>> {
         let client = self.client().await?;
         let rows = client
-            .query(&self.q.held_in_buckets, &[&buckets.as_bytes()])
+            .query(&self.q().held_in_buckets, &[&buckets.as_bytes()])
             .await?;
         rows.iter()
             .map(|r| {
@@ -150,7 +150,7 @@ impl Store {
     ) -> Result<Vec<(i64, i64, Option<i64>)>> {
         let client = self.client().await?;
         let (keys, ids): (Vec<i64>, Vec<i64>) = heads.iter().copied().unzip();
-        let rows = client.query(&self.q.next_live, &[&keys, &ids]).await?;
+        let rows = client.query(&self.q().next_live, &[&keys, &ids]).await?;
         rows.iter()
             .map(|r| {
                 Ok((

@@ -39,7 +39,7 @@ impl Store {
     /// The hot table's counts by status (cheap: see the `backlog` statement).
     pub(crate) async fn count_backlog(&self) -> Result<Backlog> {
         let client = self.client().await?;
-        let row = client.query_one(&self.q.stats.backlog, &[]).await?;
+        let row = client.query_one(&self.q().stats.backlog, &[]).await?;
         Ok(Backlog {
             pending: get(&row, "pending")?,
             processing: get(&row, "processing")?,
@@ -55,7 +55,7 @@ impl Store {
         topic: Option<&str>,
     ) -> Result<BTreeMap<String, TopicCounts>> {
         let client = self.client().await?;
-        let rows = client.query(&self.q.stats.by_topic, &[&topic]).await?;
+        let rows = client.query(&self.q().stats.by_topic, &[&topic]).await?;
         let mut out: BTreeMap<String, TopicCounts> = BTreeMap::new();
         for r in rows {
             // Lossy: two topics differing only in bytes that are not UTF-8
@@ -76,7 +76,7 @@ impl Store {
         topic: Option<&str>,
     ) -> Result<Option<Duration>> {
         Ok(self
-            .oldest_of(&self.q.stats.oldest_pending_age, topic)
+            .oldest_of(&self.q().stats.oldest_pending_age, topic)
             .await?
             .map(|(_, age)| super::age_seconds(age)))
     }
@@ -92,10 +92,10 @@ impl Store {
         // Two statements, not one: the first keeps its plan (the claimable
         // index, read from its start); the second reads the dead index.
         let claimable = self
-            .oldest_of(&self.q.stats.oldest_pending_age, topic)
+            .oldest_of(&self.q().stats.oldest_pending_age, topic)
             .await?;
         let stuck = self
-            .oldest_of(&self.q.stats.oldest_pending_with_dead_at, topic)
+            .oldest_of(&self.q().stats.oldest_pending_with_dead_at, topic)
             .await?;
         let oldest = match (claimable, stuck) {
             (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
@@ -118,6 +118,6 @@ impl Store {
     /// One round trip to the database: the readiness probe.
     pub(crate) async fn ping(&self) -> Result<()> {
         let client = self.client().await?;
-        client.simple(&self.q.stats.ping).await
+        client.simple(&self.q().stats.ping).await
     }
 }

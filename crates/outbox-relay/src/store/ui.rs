@@ -80,7 +80,7 @@ impl Store {
 
     /// The hot table by topic, status and (in flight) relay, in one pass.
     pub(crate) async fn ui_hot_counts(&self) -> Result<Vec<HotCount>> {
-        self.ui_rows(&self.q.ui.hot_counts, &[], |r| {
+        self.ui_rows(&self.q().ui.hot_counts, &[], |r| {
             Ok(HotCount {
                 topic: decode::get::<Lossy>(r, "topic")?.0,
                 status: decode::get::<Lossy>(r, "status")?.0,
@@ -95,7 +95,7 @@ impl Store {
     /// The sent table's counters.
     pub(crate) async fn ui_sent_counters(&self) -> Result<SentCounters> {
         let client = self.client().await?;
-        let row = client.query_opt(&self.q.ui.sent_counters, &[]).await?;
+        let row = client.query_opt(&self.q().ui.sent_counters, &[]).await?;
         Ok(match row {
             Some(r) => SentCounters {
                 inserted: decode::get(&r, "sent_inserted")?,
@@ -110,7 +110,7 @@ impl Store {
 
     /// The relays registered for ordering per aggregate.
     pub(crate) async fn ui_relays(&self) -> Result<Vec<RegisteredRelay>> {
-        self.ui_rows(&self.q.ui.relays, &[], |r| {
+        self.ui_rows(&self.q().ui.relays, &[], |r| {
             Ok(RegisteredRelay {
                 relay_id: decode::get::<Lossy>(r, "relay_id")?.0,
                 ordering: decode::get::<Lossy>(r, "ordering")?.0,
@@ -123,7 +123,7 @@ impl Store {
 
     /// The newest `limit` replays.
     pub(crate) async fn ui_recent_replays(&self, limit: i64) -> Result<Vec<RecentReplay>> {
-        self.ui_rows(&self.q.ui.recent_replays, &[&limit], |r| {
+        self.ui_rows(&self.q().ui.recent_replays, &[&limit], |r| {
             Ok(RecentReplay {
                 id: decode::get(r, "id")?,
                 message_id: decode::get(r, "message_id")?,

@@ -120,6 +120,14 @@ macro_rules! statements {
                 }
             }
 
+            /// Applies `f` to the text of every statement, the nested
+            /// sets' too.
+            #[allow(dead_code)]
+            pub(crate) fn for_each_mut(&mut self, f: &mut dyn FnMut(&mut String)) {
+                $(f(&mut self.$field);)*
+                $($(self.$part.for_each_mut(f);)*)?
+            }
+
             /// Every statement with its name (`part.name` in a nested
             /// set), in declaration order: for tests that check them all.
             /// Only in tests, so that a statement nothing runs is still

@@ -37,6 +37,18 @@ outbox::statements! {
         stats: StatsQueries,
         /// The operator page (`ui/`).
         ui: UiQueries,
+        /// The hot path's lanes (`lane/`).
+        lane: LaneQueries,
+    }
+}
+
+outbox::statements! {
+    /// The hot path (docs/design/insert-only.md): a lane's window, its
+    /// batch, and the settle that moves its position.
+    pub(crate) struct LaneQueries {
+        window = include_str!("lane/window.sql"),
+        batch = include_str!("lane/batch.sql"),
+        settle = include_str!("lane/settle.sql"),
     }
 }
 
@@ -90,6 +102,41 @@ outbox::statements! {
         relays = include_str!("ui/relays.sql"),
         recent_replays = include_str!("ui/recent_replays.sql"),
     }
+}
+
+impl Queries {
+    /// The statements over the draft migration 12's schema: the claim
+    /// path's read `retries` (today's table, renamed), the lanes' read the
+    /// new `messages`. Transitional: once the migration is registered the
+    /// files name `retries` and this goes.
+    pub(crate) fn with_retries(schema: &outbox::Schema) -> Self {
+        let plain = Self::new(schema);
+        let table = format!("{}.messages", schema.quoted());
+        let mut q = plain.clone();
+        let retries = format!("{}.retries", schema.quoted());
+        q.for_each_mut(&mut |text| *text = rename_table(text, &table, &retries));
+        q.lane = plain.lane;
+        q
+    }
+}
+
+/// `text` with every `from` that is the whole table name (not followed by
+/// a character of an identifier, as in `messages_sent`) replaced by `to`.
+fn rename_table(text: &str, from: &str, to: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(from) {
+        let after = &rest[at + from.len()..];
+        let whole = !after
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '"');
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { to } else { from });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 #[cfg(test)]

@@ -104,3 +104,26 @@ fn the_claims_share_their_common_parts_word_for_word() {
         );
     }
 }
+
+/// Over the draft migration 12's schema the claim path reads `retries`,
+/// and only where a statement names today's table: `messages_sent` and the
+/// lanes' reads of the new `messages` stay as they are.
+#[test]
+fn the_claim_path_reads_retries_where_it_named_messages() {
+    let schema = Schema::new(SCHEMA).unwrap();
+    let (plain, retries) = (Queries::new(&schema), Queries::with_retries(&schema));
+    let q = schema.quoted();
+    assert!(plain.claim.contains(&format!("{q}.messages ")));
+    assert!(!retries.claim.contains(&format!("{q}.messages ")));
+    assert!(retries.claim.contains(&format!("{q}.retries ")));
+    assert!(retries.settle.contains(&format!("{q}.messages_sent")));
+    assert_eq!(retries.lane.batch, plain.lane.batch);
+    assert_eq!(
+        super::rename_table(
+            "a.messages, a.messages_sent, a.messages\n",
+            "a.messages",
+            "a.retries"
+        ),
+        "a.retries, a.messages_sent, a.retries\n"
+    );
+}

@@ -12,9 +12,10 @@
 -- batch's byte budget, $7 int8 the max message size in bytes.
 --
 -- Returns the row as claim.sql does (a row over $7 carries no content,
--- only payload_bytes), then held (bool): its aggregate has a row in
--- retries that is not dead, so it goes there behind it, not to the
--- destination.
+-- only payload_bytes; attempts is 0: a row here was never published),
+-- then aggregate_key (int8, as claim_ordered.sql) and held (bool): its
+-- aggregate has a row in retries that is not dead, so it goes there
+-- behind it, not to the destination.
 WITH c AS (
        SELECT m.id,
               (octet_length(m.payload::text) + octet_length(m.headers::text)
@@ -39,8 +40,9 @@ SELECT m.id, m.event_id,
        CASE WHEN b.size <= $7 THEN m.topic END AS topic,
        CASE WHEN b.size <= $7 THEN m.payload END AS payload,
        CASE WHEN b.size <= $7 THEN m.headers END AS headers,
-       m.created_at, b.size AS message_bytes,
+       0::int4 AS attempts, m.created_at, b.size AS message_bytes,
        CASE WHEN b.size > $7 THEN octet_length(m.payload::text)::int8 END AS payload_bytes,
+       {schema}.aggregate_key(m.aggregate_type, m.aggregate_id) AS aggregate_key,
        EXISTS (SELECT 1 FROM {schema}.retries r
                 WHERE r.aggregate_type = m.aggregate_type AND r.aggregate_id = m.aggregate_id
                   AND r.dead_at IS NULL) AS held

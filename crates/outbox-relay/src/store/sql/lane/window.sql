@@ -1,5 +1,4 @@
--- DRAFT (docs/design/insert-only.md, phase 2; used by the test
--- insert_only_draft until the relay reads lanes): where lane $1 reads
+-- DRAFT (docs/design/insert-only.md, phase 2): where lane $1 reads
 -- next. Its last position, or with $2 (a tick: the last batch came back
 -- short, so the window is drained) the next window: what committed after
 -- the old `hi` and is visible now. Every row of the new window has an
@@ -10,14 +9,22 @@
 -- Parameters: $1 int4 the lane, $2 bool tick.
 --
 -- Returns seq (int8) the position read at, lo and hi (text, pg_snapshot)
--- the window, after_id (int8) the walk's start (exclusive).
+-- the window, after_id (int8) the walk's start (exclusive), and busy
+-- (bool): on a tick, whether the new window holds a row of any lane. A
+-- lane that finds nothing of its own settles the tick only then, so a
+-- quiet lane does not read an ever wider window while others are busy,
+-- and a quiet database costs no write.
 SELECT p.seq,
        (CASE WHEN $2 THEN p.hi ELSE p.lo END)::text AS lo,
        (CASE WHEN $2 THEN pg_current_snapshot() ELSE p.hi END)::text AS hi,
        CASE WHEN $2
             THEN coalesce((SELECT min(m.id) - 1 FROM {schema}.messages m
                             WHERE m.xid >= pg_snapshot_xmin(p.hi)), p.last_id)
-            ELSE p.last_id END AS after_id
+            ELSE p.last_id END AS after_id,
+       $2 AND EXISTS (SELECT 1 FROM {schema}.messages m
+                       WHERE m.xid >= pg_snapshot_xmin(p.hi)
+                         AND pg_visible_in_snapshot(m.xid, pg_current_snapshot())
+                         AND NOT pg_visible_in_snapshot(m.xid, p.hi)) AS busy
   FROM {schema}.lane_positions p
  WHERE p.lane = $1
  ORDER BY p.seq DESC LIMIT 1
