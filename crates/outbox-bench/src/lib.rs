@@ -37,7 +37,8 @@ pub use drain::{
 };
 pub use latency::{idle_queries_per_second, latency, Latency};
 pub use ordering::{
-    drain_process, hot_table_bytes_per_message, measure, Case, OrderingParams, Ratio, RATIOS,
+    drain_process, hot_table_bytes_per_message, measure, Case, CaseSet, OrderingParams, Ratio,
+    RATIOS,
 };
 pub use produce::{
     library_over_hand_insert, produce, produce_key, ProduceMode, ProduceParams, ProduceResult,

@@ -58,16 +58,20 @@ pub enum Case {
     DeleteLimit,
     /// The `outbox relay` process with its defaults on the spread backlog.
     Process,
+    /// Spread backlog, in-process relay, ordering on, over the insert-only
+    /// engine (the draft migration 12).
+    Lanes,
 }
 
 impl Case {
     /// Every case, in the order of a forward run.
-    pub const ALL: [Case; 5] = [
+    pub const ALL: [Case; 6] = [
         Case::SpreadOff,
         Case::SpreadOn,
         Case::OneOn,
         Case::DeleteLimit,
         Case::Process,
+        Case::Lanes,
     ];
 
     /// Short key used in JSON.
@@ -78,6 +82,7 @@ impl Case {
             Case::OneOn => "one_aggregate_on",
             Case::DeleteLimit => "delete_limit",
             Case::Process => "relay_process",
+            Case::Lanes => "lanes",
         }
     }
 
@@ -92,7 +97,52 @@ impl Case {
             ),
             Case::DeleteLimit => "DELETE one-statement limit".into(),
             Case::Process => "outbox relay process, defaults".into(),
+            Case::Lanes => format!(
+                "spread, insert-only engine (draft), ordering aggregate ({} pipelines)",
+                p.concurrency
+            ),
         }
+    }
+}
+
+/// The cases a run of `bench ordering` measures (`--cases`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaseSet(u8);
+
+impl Default for CaseSet {
+    /// Every case.
+    fn default() -> Self {
+        Self((1 << Case::ALL.len()) - 1)
+    }
+}
+
+impl CaseSet {
+    /// Whether `case` is measured.
+    pub fn contains(self, case: Case) -> bool {
+        self.0 & Self::bit(case) != 0
+    }
+
+    fn bit(case: Case) -> u8 {
+        1 << Case::ALL.iter().position(|c| *c == case).unwrap_or(0)
+    }
+
+    /// The cases named by their keys, comma-separated; an unknown key is
+    /// refused, naming the known ones.
+    pub fn parse(text: &str) -> std::result::Result<Self, String> {
+        let mut set = 0;
+        for key in text.split(',').map(str::trim) {
+            match Case::ALL.iter().find(|c| c.key() == key) {
+                Some(c) => set |= Self::bit(*c),
+                None => {
+                    let known: Vec<&str> = Case::ALL.iter().map(|c| c.key()).collect();
+                    return Err(format!(
+                        "unknown case {key:?}: the cases are {}",
+                        known.join(", ")
+                    ));
+                }
+            }
+        }
+        Ok(Self(set))
     }
 }
 
@@ -110,7 +160,7 @@ pub struct Ratio {
 }
 
 /// The ratios `bench ordering` reports, with their targets.
-pub const RATIOS: [Ratio; 3] = [
+pub const RATIOS: [Ratio; 4] = [
     Ratio {
         key: "spread_on_over_off",
         what: "spread: ordering on / off",
@@ -128,6 +178,12 @@ pub const RATIOS: [Ratio; 3] = [
         what: "relay process / DELETE limit",
         over: (Case::Process, Case::DeleteLimit),
         target: 0.5,
+    },
+    Ratio {
+        key: "lanes_over_delete_limit",
+        what: "insert-only engine (draft) / DELETE limit",
+        over: (Case::Lanes, Case::DeleteLimit),
+        target: 1.0,
     },
 ];
 
@@ -168,6 +224,7 @@ pub async fn measure(
         }
         Case::DeleteLimit => drain_spec(pool, Algorithm::DeleteLimit, &spread, progress).await,
         Case::Process => drain_process(pool, &spread, relay, progress).await,
+        Case::Lanes => drain_spec(pool, Algorithm::Lanes, &spread, progress).await,
     }
 }
 
@@ -298,6 +355,16 @@ pub async fn hot_table_bytes_per_message(pool: &Pool, spec: &DrainSpec) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cases_are_chosen_by_key_and_an_unknown_one_is_refused() {
+        let set = CaseSet::parse("lanes, delete_limit").unwrap();
+        assert!(set.contains(Case::Lanes) && set.contains(Case::DeleteLimit));
+        assert!(!set.contains(Case::Process));
+        assert!(Case::ALL.iter().all(|c| CaseSet::default().contains(*c)));
+        let e = CaseSet::parse("lanes,fast").unwrap_err();
+        assert!(e.contains("\"fast\"") && e.contains("delete_limit"), "{e}");
+    }
 
     #[test]
     fn a_ratio_divides_its_cases_run_by_run() {

@@ -60,6 +60,8 @@ pub struct BenchQueries {
     pub first_unsettled: String,
     /// Number of outbox messages that are claimable or claimed: `count int8`.
     pub unsettled: String,
+    /// Messages whose state (`all_messages`) is not `sent`: `count int8`.
+    pub not_sent_anywhere: String,
     /// Rows of the seed-shaped table not yet sent: `count int8`.
     pub seed_unsent: String,
     /// Distinct messages in the sink: `count int8`.
@@ -157,6 +159,7 @@ impl BenchQueries {
             first_unsettled: r("SELECT id FROM {schema}.messages \
                   WHERE id >= $1 AND dead_at IS NULL AND status IN ('pending', 'failed', 'processing') \
                   ORDER BY id LIMIT 1"),
+            not_sent_anywhere: r("SELECT count(*) AS count FROM {schema}.all_messages WHERE status <> 'sent'"),
             seed_unsent: r("SELECT count(*) AS count FROM {schema}.seed_messages WHERE status <> 'sent'"),
             published_distinct: r("SELECT count(DISTINCT message_id) AS count FROM {schema}.published_events"),
             sent_count: r("SELECT count(*) AS count FROM {schema}.messages_sent"),

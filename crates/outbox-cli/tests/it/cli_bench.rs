@@ -51,6 +51,7 @@ fn ordering_compares_on_off_one_aggregate_and_the_relay_process() {
         "one_aggregate_on",
         "delete_limit",
         "relay_process",
+        "lanes",
     ] {
         assert!(positive(&m[key]), "{key} missing in {v}");
         assert_eq!(v["samples"][key].as_array().map(Vec::len), Some(1), "{v}");
@@ -59,12 +60,42 @@ fn ordering_compares_on_off_one_aggregate_and_the_relay_process() {
         "spread_on_over_off",
         "one_aggregate_over_spread_on",
         "process_over_delete_limit",
+        "lanes_over_delete_limit",
     ] {
         let r = &v["ratios"][key];
         assert!(positive(&r["median"]), "{key} missing in {v}");
         assert!(positive(&r["target"]) && r["met"].is_boolean(), "{v}");
     }
     assert!(positive(&v["hot_table_bytes_per_pending_message"]), "{v}");
+}
+
+#[test]
+fn ordering_measures_only_the_cases_asked_and_the_ratios_between_them() {
+    let v = bench(&[
+        "ordering",
+        "--messages",
+        "2000",
+        "--aggregates",
+        "100",
+        "--batch-size",
+        "100",
+        "--cases",
+        "lanes,delete_limit",
+    ]);
+    let measured: Vec<&String> = v["median_msgs_per_sec"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(measured, ["delete_limit", "lanes"], "{v}");
+    let ratios: Vec<&String> = v["ratios"].as_object().unwrap().keys().collect();
+    assert_eq!(ratios, ["lanes_over_delete_limit"], "{v}");
+    let (ok, _, err) = run(&mut bare(&["bench", "ordering", "--cases", "lanes,fast"]));
+    assert!(!ok);
+    assert!(
+        err.contains("unknown case \"fast\"") && err.contains("delete_limit"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -42,6 +42,11 @@ pub(crate) struct LanePass {
 impl<P: Publisher> Relay<P> {
     /// One pass of `lane`: reads its window (the next one with `tick`: the
     /// last batch came back short), reads a batch, publishes it, settles.
+    /// `at` is where the last pass of this task left the lane, if it knows:
+    /// the position its settle inserted, so that reading on in a window
+    /// costs no statement; it is emptied when the pass ends anywhere the
+    /// task cannot know (an error, a lost lane), and the position is read
+    /// again.
     /// A batch the destination could not take at all (down, or publishing
     /// abandoned at shutdown) is not settled: the position stays, and the
     /// same rows are read again. Otherwise the position moves past the
@@ -50,10 +55,14 @@ impl<P: Publisher> Relay<P> {
         &self,
         lane: i32,
         tick: bool,
+        at: &mut Option<LaneWindow>,
         abandon: &CancellationToken,
     ) -> Result<LanePass> {
         let ordered = self.config.ordering == Ordering::Aggregate;
-        let w = self.store.lane_window(lane, tick).await?;
+        let w = match at.take() {
+            Some(w) if !tick => w,
+            _ => self.store.lane_window(lane, tick).await?,
+        };
         let read = self
             .store
             .lane_batch(
@@ -70,6 +79,9 @@ impl<P: Publisher> Relay<P> {
             if tick && w.busy {
                 let none = LaneSettle::default();
                 let moved = self.settle_lane(lane, &w, w.after_id, &none).await?.moved;
+                if moved {
+                    *at = Some(w.next(w.after_id));
+                }
                 return Ok(LanePass {
                     stayed: !moved,
                     busy: true,
@@ -205,6 +217,7 @@ impl<P: Publisher> Relay<P> {
                 ..LanePass::default()
             });
         }
+        *at = Some(w.next(last_id));
         crate::metrics::settled(settled.failed, settled.dead, settled.held);
         stats.marked_sent = p.sent.len() as u64;
         stats.failed = settled.failed + settled.dead;
@@ -286,6 +299,7 @@ impl<P: Publisher> Relay<P> {
         hard_stop: &CancellationToken,
     ) {
         let mut woken = lanes.subscribe();
+        let mut at = None;
         let mut failing = Failing::new(lane as usize);
         // The first pass goes on from the last position, which may still
         // hold rows (a relay stopped mid-window); so does the first after
@@ -308,9 +322,10 @@ impl<P: Publisher> Relay<P> {
             let idle = polls.then_some(self.config.idle_sleep);
             let pause = if !self.order.owns_lane(lane) {
                 tick = false;
+                at = None;
                 Some(self.config.idle_sleep)
             } else {
-                match self.lane_pass(lane, tick, hard_stop).await {
+                match self.lane_pass(lane, tick, &mut at, hard_stop).await {
                     Ok(pass) => {
                         self.read_only.writable();
                         failing.passed();

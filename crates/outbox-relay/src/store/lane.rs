@@ -24,6 +24,19 @@ pub(crate) struct LaneWindow {
     pub busy: bool,
 }
 
+impl LaneWindow {
+    /// The position a settle of this window up to `last_id` inserted.
+    pub(crate) fn next(&self, last_id: i64) -> Self {
+        Self {
+            seq: self.seq + 1,
+            lo: self.lo.clone(),
+            hi: self.hi.clone(),
+            after_id: last_id,
+            busy: false,
+        }
+    }
+}
+
 /// A lane's batch, rows not yet decoded, and the rows held back (their
 /// aggregate has a live row in `retries`: they go there behind it).
 #[derive(Debug, Default)]

@@ -22,6 +22,12 @@ pub(crate) use queries::Queries;
 
 use crate::Schema;
 
+/// The draft migration 12, the insert-only engine (docs/design/
+/// insert-only.md), not in [`MIGRATIONS`] yet: for the tests and the bench
+/// that run the engine before it is registered. Goes with registering it.
+#[doc(hidden)]
+pub const INSERT_ONLY_DRAFT: &str = include_str!("next/0012_insert_only.sql");
+
 /// Renders a statement for `schema`: the `{schema}` token becomes the
 /// quoted schema name and `{channel}` the schema's notification channel
 /// ([`Schema::notify_channel`]), and the statement's header, the `--` lines

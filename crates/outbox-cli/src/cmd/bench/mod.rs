@@ -68,6 +68,11 @@ enum Scenario {
         /// Messages of the one-aggregate case.
         #[arg(long, default_value_t = 40_000)]
         one_aggregate: u64,
+        /// Only these cases, by key, comma-separated (spread_off,
+        /// spread_on, one_aggregate_on, delete_limit, relay_process,
+        /// lanes); a ratio is shown when both its cases ran.
+        #[arg(long, value_parser = outbox_bench::CaseSet::parse, default_value = "spread_off,spread_on,one_aggregate_on,delete_limit,relay_process,lanes")]
+        cases: outbox_bench::CaseSet,
     },
     /// An idle relay for a while: how many queries per second it issues.
     Idle {
@@ -124,6 +129,7 @@ pub async fn run(url: Option<String>, args: Args) -> anyhow::Result<()> {
     if let Scenario::Ordering {
         aggregates,
         one_aggregate,
+        ..
     } = args.scenario
     {
         if aggregates == 0 || one_aggregate == 0 {
@@ -203,6 +209,7 @@ async fn scenario(url: &str, args: Args, concurrency: usize) -> anyhow::Result<(
         Scenario::Ordering {
             aggregates,
             one_aggregate,
+            cases,
         } => {
             let p = ordering::Params {
                 bench: outbox_bench::OrderingParams {
@@ -214,6 +221,7 @@ async fn scenario(url: &str, args: Args, concurrency: usize) -> anyhow::Result<(
                 },
                 runs: args.runs,
                 json: args.json,
+                cases,
             };
             ordering::run(&url, p).await
         }

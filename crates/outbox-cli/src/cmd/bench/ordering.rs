@@ -13,7 +13,7 @@
 
 use super::Bar;
 use outbox_bench::{
-    hot_table_bytes_per_message, measure, median, Case, OrderingParams, Progress, RATIOS,
+    hot_table_bytes_per_message, measure, median, Case, CaseSet, OrderingParams, Progress, RATIOS,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -22,6 +22,7 @@ pub(super) struct Params {
     pub bench: OrderingParams,
     pub runs: usize,
     pub json: bool,
+    pub cases: CaseSet,
 }
 
 /// The relay exactly as an operator starts it: this binary with no flag but
@@ -57,7 +58,10 @@ pub(super) async fn run(url: &str, p: Params) -> anyhow::Result<()> {
         // Interleaved, and every other run in reverse, so drift on the
         // machine (and whatever the previous case left for vacuum and the
         // checkpointer) hits every case alike.
-        let mut cases = Case::ALL.to_vec();
+        let mut cases: Vec<Case> = Case::ALL
+            .into_iter()
+            .filter(|c| p.cases.contains(*c))
+            .collect();
         if run % 2 == 0 {
             cases.reverse();
         }
@@ -79,7 +83,7 @@ pub(super) async fn run(url: &str, p: Params) -> anyhow::Result<()> {
             );
             rates.entry(case.key()).or_default().push(r.rate());
         }
-        for ratio in &RATIOS {
+        for ratio in ratios(p.cases) {
             let (a, b) = (
                 rates[ratio.over.0.key()][run - 1],
                 rates[ratio.over.1.key()][run - 1],
@@ -88,13 +92,12 @@ pub(super) async fn run(url: &str, p: Params) -> anyhow::Result<()> {
         }
     }
     let bytes = hot_table_bytes_per_message(&pool, &bench.spread()).await?;
-    let medians: BTreeMap<&str, f64> = Case::ALL
+    let medians: BTreeMap<&str, f64> = rates
         .iter()
-        .map(|c| (c.key(), median(&mut rates[c.key()].clone())))
+        .map(|(k, r)| (*k, median(&mut r.clone())))
         .collect();
     if p.json {
-        let ratios: BTreeMap<&str, serde_json::Value> = RATIOS
-            .iter()
+        let ratios: BTreeMap<&str, serde_json::Value> = ratios(p.cases)
             .map(|r| {
                 let runs = r.per_run(&rates);
                 let m = median(&mut runs.clone());
@@ -125,14 +128,14 @@ pub(super) async fn run(url: &str, p: Params) -> anyhow::Result<()> {
         bench.messages, bench.aggregates, bench.one_aggregate, bench.batch_size, bench.concurrency, runs
     );
     println!("{:<44} {:>12}", "case", "msg/s");
-    for case in Case::ALL {
+    for case in Case::ALL.into_iter().filter(|c| p.cases.contains(*c)) {
         println!("{:<44} {:>12.0}", case.label(bench), medians[case.key()]);
     }
     println!(
         "{:<44} {:>12} {:>8} {:>6}",
         "ratio (median of the runs' ratios)", "per run", "median", "target"
     );
-    for r in &RATIOS {
+    for r in ratios(p.cases) {
         let runs = r.per_run(&rates);
         let shown: Vec<String> = runs.iter().map(|x| format!("{x:.2}")).collect();
         let m = median(&mut runs.clone());
@@ -149,4 +152,11 @@ pub(super) async fn run(url: &str, p: Params) -> anyhow::Result<()> {
         "hot table (messages, with indexes) per pending message: {bytes:.0} B (ordering adds no column or index to it)"
     );
     Ok(())
+}
+
+/// The ratios whose two cases are both measured.
+fn ratios(cases: CaseSet) -> impl Iterator<Item = &'static outbox_bench::Ratio> {
+    RATIOS
+        .iter()
+        .filter(move |r| cases.contains(r.over.0) && cases.contains(r.over.1))
 }
