@@ -592,3 +592,86 @@ async fn the_relay_drains_the_lanes_in_order_and_writes_no_message_row() {
         .await;
     assert_eq!(sink, 600);
 }
+
+#[tokio::test]
+async fn a_relay_killed_mid_batch_hands_its_lanes_over_and_nothing_is_lost_or_reordered() {
+    use crate::support::scripted::{Log, Scripted};
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::Arc;
+    use std::time::Duration;
+    let t = upgraded("io_kill").await;
+    let rows: Vec<(String, i64)> = (0..25)
+        .flat_map(|n| (0..40).map(move |a| (format!("agg-{a}"), n)))
+        .collect();
+    crate::support::enqueue_rows(&t, &rows).await;
+    let log = Log::default();
+    let config = |id: &str| outbox_relay::RelayConfig {
+        relay_id: id.into(),
+        bucket_lease: Duration::from_secs(2),
+        ..lane_config()
+    };
+    let relay = |id: &str, p: Arc<Scripted>| {
+        let store = outbox_relay::Store::new(t.pool.clone(), t.schema.clone());
+        Arc::new(outbox_relay::Relay::new(store, p, config(id)).unwrap())
+    };
+    // Relays a and b share the lanes (two each); a hangs in the middle of
+    // a batch and is killed there (its task dropped: no settle, no leave,
+    // its connections closed), as by kill -9. Once its lease runs out, b
+    // takes its lanes and goes on from a's positions.
+    let pa = Arc::new(Scripted::new(&t, &log));
+    let pb = Arc::new(Scripted::new(&t, &log));
+    // Both hold their first batch until the lanes are shared out.
+    pa.hang.store(true, SeqCst);
+    pb.hang.store(true, SeqCst);
+    let a = relay("a", pa.clone());
+    let b = relay("b", pb.clone());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let run_a = tokio::spawn({
+        let (a, stop) = (a.clone(), stop.clone());
+        async move { a.run(stop).await }
+    });
+    let check = async {
+        wait_for(
+            &t,
+            "SELECT (count(DISTINCT owner) = 2)::int::int8 FROM {schema}.relay_buckets \
+              WHERE bucket < 4",
+        )
+        .await;
+        pa.hang.store(false, SeqCst);
+        pb.hang.store(false, SeqCst);
+        wait_for(
+            &t,
+            "SELECT (count(*) >= 200 AND (SELECT count(DISTINCT relay_id) \
+                                            FROM {schema}.lane_positions) = 2)::int::int8 \
+               FROM {schema}.all_messages WHERE status = 'sent'",
+        )
+        .await;
+        pa.hang.store(true, SeqCst);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        run_a.abort();
+        let _ = run_a.await;
+        wait_for(
+            &t,
+            "SELECT (count(*) = 1000)::int::int8 FROM {schema}.all_messages WHERE status = 'sent'",
+        )
+        .await;
+        stop.cancel();
+    };
+    let (ran, ()) = tokio::join!(b.run(stop.clone()), check);
+    ran.unwrap();
+
+    let log = log.lock().unwrap().clone();
+    let bad = outbox_testkit::ordering::first_deliveries_out_of_order(&log);
+    assert!(bad.is_empty(), "aggregates out of order: {bad:?}");
+    let distinct: std::collections::HashSet<i64> = log.iter().map(|(_, id)| *id).collect();
+    assert_eq!(distinct.len(), 1000, "every message handed over");
+    // b moved every lane after a was killed.
+    assert_eq!(
+        t.count(
+            "SELECT count(*) FROM (SELECT DISTINCT ON (lane) relay_id FROM {schema}.lane_positions \
+              ORDER BY lane, seq DESC) l WHERE relay_id = 'b'"
+        )
+        .await,
+        4
+    );
+}
