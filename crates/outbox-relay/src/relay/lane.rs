@@ -39,6 +39,37 @@ pub(crate) struct LanePass {
     pub busy: bool,
 }
 
+/// A lane's batch read and published, its settle decided, not yet run.
+#[derive(Debug)]
+pub(crate) struct Published {
+    lane: i32,
+    /// The window read, and the highest id read.
+    w: LaneWindow,
+    last_id: i64,
+    rows: usize,
+    full: bool,
+    busy: bool,
+    stats: PassStats,
+    settle: LaneSettle,
+    /// Gates to narrow before the statement, and to hold on doubt after it.
+    hold: Vec<(i64, i64, bool)>,
+    hold_on_doubt: Vec<(i64, i64)>,
+    /// The aggregates whose rows the settle puts in `retries`: a batch read
+    /// before it commits holds their rows back as the probe would after.
+    diverted: HashSet<i64>,
+    /// The destination took none of it (down, or publishing abandoned):
+    /// not settled, the position stays.
+    stays: bool,
+    sent: u64,
+}
+
+/// What reading a lane's batch found.
+enum Read {
+    /// No row of the lane in the window.
+    Empty(LaneWindow),
+    Batch(Box<Published>),
+}
+
 impl<P: Publisher> Relay<P> {
     /// One pass of `lane`: reads its window (the next one with `tick`: the
     /// last batch came back short), reads a batch, publishes it, settles.
@@ -47,6 +78,17 @@ impl<P: Publisher> Relay<P> {
     /// costs no statement; it is emptied when the pass ends anywhere the
     /// task cannot know (an error, a lost lane), and the position is read
     /// again.
+    ///
+    /// `ahead` carries a full batch from one pass to the next, published
+    /// and not yet settled: the next pass settles it while it reads and
+    /// publishes the batch after it (the position after a full batch is
+    /// known without the database), so the settle's commit is not waited
+    /// for alone. Only a full batch is carried: after a short one the lane
+    /// ticks, and a tick reads the position the settle writes. The batch
+    /// carried is settled first: if its settle fails or finds the lane
+    /// lost, the one read after it is not settled (its rows were published
+    /// and are read again: duplicates, as after a crash).
+    ///
     /// A batch the destination could not take at all (down, or publishing
     /// abandoned at shutdown) is not settled: the position stays, and the
     /// same rows are read again. Otherwise the position moves past the
@@ -56,13 +98,102 @@ impl<P: Publisher> Relay<P> {
         lane: i32,
         tick: bool,
         at: &mut Option<LaneWindow>,
+        ahead: &mut Option<Box<Published>>,
         abandon: &CancellationToken,
     ) -> Result<LanePass> {
-        let ordered = self.config.ordering == Ordering::Aggregate;
+        if let Some(prev) = ahead.take() {
+            let next = prev.w.next(prev.last_id);
+            let diverted = prev.diverted.clone();
+            let (settled, read) = tokio::join!(
+                self.commit_lane(*prev, at),
+                self.read_lane(lane, next, false, &diverted, abandon)
+            );
+            let pass = settled?;
+            if pass.stayed {
+                // What was read after it is read again from the position.
+                *at = None;
+                return Ok(pass);
+            }
+            return match read? {
+                // The window is drained: the next pass ticks.
+                Read::Empty(_) => Ok(LanePass {
+                    full: false,
+                    ..pass
+                }),
+                Read::Batch(p) if p.full && !p.stays => {
+                    *ahead = Some(p);
+                    Ok(pass)
+                }
+                Read::Batch(p) => {
+                    let more = self.commit_lane(*p, at).await?;
+                    Ok(LanePass {
+                        stats: add(pass.stats, more.stats),
+                        ..more
+                    })
+                }
+            };
+        }
         let w = match at.take() {
             Some(w) if !tick => w,
             _ => self.store.lane_window(lane, tick).await?,
         };
+        match self
+            .read_lane(lane, w, tick, &HashSet::new(), abandon)
+            .await?
+        {
+            Read::Empty(w) => self.settle_empty(lane, w, tick, at).await,
+            Read::Batch(p) if p.full && !p.stays => {
+                let pass = LanePass {
+                    stats: p.stats,
+                    full: true,
+                    found: true,
+                    stayed: false,
+                    busy: p.busy,
+                };
+                *ahead = Some(p);
+                Ok(pass)
+            }
+            Read::Batch(p) => self.commit_lane(*p, at).await,
+        }
+    }
+
+    /// A tick whose window holds rows only of other lanes is settled, so
+    /// that this lane's next window starts past them.
+    async fn settle_empty(
+        &self,
+        lane: i32,
+        w: LaneWindow,
+        tick: bool,
+        at: &mut Option<LaneWindow>,
+    ) -> Result<LanePass> {
+        if !(tick && w.busy) {
+            return Ok(LanePass::default());
+        }
+        let none = LaneSettle::default();
+        let moved = self.settle_lane(lane, &w, w.after_id, &none).await?.moved;
+        if moved {
+            *at = Some(w.next(w.after_id));
+        }
+        Ok(LanePass {
+            stayed: !moved,
+            busy: true,
+            ..LanePass::default()
+        })
+    }
+
+    /// Reads the batch of `lane` in window `w`, publishes it and decides its
+    /// settle (`settle_plan.rs`). Rows of the aggregates in `diverted` are
+    /// held back, as if their aggregate had a live row in `retries` (the
+    /// batch before put one there and has not committed yet).
+    async fn read_lane(
+        &self,
+        lane: i32,
+        w: LaneWindow,
+        tick: bool,
+        diverted: &HashSet<i64>,
+        abandon: &CancellationToken,
+    ) -> Result<Read> {
+        let ordered = self.config.ordering == Ordering::Aggregate;
         let read = self
             .store
             .lane_batch(
@@ -74,26 +205,11 @@ impl<P: Publisher> Relay<P> {
             )
             .await?;
         let Some(last_id) = read.last_id else {
-            // A tick whose window holds rows only of other lanes is
-            // settled, so that this lane's next window starts past them.
-            if tick && w.busy {
-                let none = LaneSettle::default();
-                let moved = self.settle_lane(lane, &w, w.after_id, &none).await?.moved;
-                if moved {
-                    *at = Some(w.next(w.after_id));
-                }
-                return Ok(LanePass {
-                    stayed: !moved,
-                    busy: true,
-                    ..LanePass::default()
-                });
-            }
-            return Ok(LanePass::default());
+            return Ok(Read::Empty(w));
         };
         let rows = read.rows;
-        let full = rows >= self.batch_limit();
         // With ordering off nothing is held: a failed row goes alone.
-        let held: HashSet<i64> = match ordered {
+        let mut held: HashSet<i64> = match ordered {
             true => read.held.into_iter().collect(),
             false => HashSet::new(),
         };
@@ -102,6 +218,11 @@ impl<P: Publisher> Relay<P> {
             true => claimed.keys,
             false => HashMap::new(),
         };
+        held.extend(
+            keys.iter()
+                .filter(|(_, k)| diverted.contains(k))
+                .map(|(id, _)| *id),
+        );
         let messages: Vec<Message> = claimed
             .messages
             .into_iter()
@@ -126,7 +247,7 @@ impl<P: Publisher> Relay<P> {
             outcomes,
             unloadable: unloadable.iter().map(|u| u.0).collect(),
             held_back: held_back.clone(),
-            keys,
+            keys: keys.clone(),
             ..PublishedBatch::default()
         };
         let unreachable = match settle_plan::asks_destination(&batch) {
@@ -141,75 +262,108 @@ impl<P: Publisher> Relay<P> {
             &mut rand::thread_rng(),
         );
         crate::metrics::order_breaks(plan.order_breaks);
-        let p = &plan.params;
+        let p = plan.params;
         let mut stats = plan.stats;
         // Released rows other than the held ones: the destination is down,
         // or publishing was abandoned. When that is all the batch did, it
         // is not settled: the position stays and the rows are read again.
         let released_fresh = p.released.len() - held_back.len();
-        if released_fresh > 0
+        let stays = released_fresh > 0
             && p.sent.is_empty()
             && p.failed.is_empty()
             && p.dead.is_empty()
-            && unloadable.is_empty()
-        {
+            && unloadable.is_empty();
+        if stays {
             stats.released = released_fresh as u64;
+        }
+        let settle = LaneSettle {
+            failed: p.failed,
+            dead: unloadable.into_iter().chain(p.dead).collect(),
+            held: p.released,
+        };
+        let diverted = settle
+            .failed
+            .iter()
+            .map(|f| f.0)
+            .chain(settle.held.iter().copied())
+            .filter_map(|id| keys.get(&id).copied())
+            .collect();
+        Ok(Read::Batch(Box::new(Published {
+            lane,
+            busy: tick && w.busy,
+            w,
+            last_id,
+            rows,
+            full: rows >= self.batch_limit(),
+            stats,
+            settle,
+            hold: plan.hold,
+            hold_on_doubt: plan.hold_on_doubt,
+            diverted,
+            stays,
+            sent: p.sent.len() as u64,
+        })))
+    }
+
+    /// Settles a published batch: the position moves past it, its rare
+    /// rows go to `retries` (nothing when it `stays`).
+    async fn commit_lane(&self, p: Published, at: &mut Option<LaneWindow>) -> Result<LanePass> {
+        let ordered = self.config.ordering == Ordering::Aggregate;
+        let lane = p.lane;
+        if p.stays {
             return Ok(LanePass {
-                stats,
+                stats: p.stats,
                 found: true,
                 stayed: true,
                 ..LanePass::default()
             });
         }
-        let settle = LaneSettle {
-            failed: p.failed.clone(),
-            dead: unloadable
-                .into_iter()
-                .chain(p.dead.iter().cloned())
-                .collect(),
-            held: p.released.clone(),
-        };
         // Narrow before the statement (order.rs, rule 2): the claim path
         // must not take what the settle puts behind a live row.
         if ordered {
             let mut gates = self.order.gates();
-            for &(k, id, waiting) in &plan.hold {
+            for &(k, id, waiting) in &p.hold {
                 gates.hold(k, id, waiting);
             }
         }
-        let settled = self.settle_lane(lane, &w, last_id, &settle).await;
+        let settled = self.settle_lane(lane, &p.w, p.last_id, &p.settle).await;
         {
             // Rows copied into `retries` may sit below its claim floor.
             let mut cursor = self.cursor();
             let now = self.clock.now();
-            settle
+            p.settle
                 .failed
                 .iter()
                 .for_each(|(id, _, at)| cursor.failed(*id, *at));
-            settle.held.iter().for_each(|id| cursor.released(*id, now));
+            p.settle
+                .held
+                .iter()
+                .for_each(|id| cursor.released(*id, now));
         }
         let settled = match settled {
             Ok(s) => s,
             Err(e) => {
                 if ordered {
                     let mut gates = self.order.gates();
-                    for &(k, id) in &plan.hold_on_doubt {
+                    for &(k, id) in &p.hold_on_doubt {
                         gates.hold(k, id, true);
                     }
                 }
+                *at = None;
                 return Err(e);
             }
         };
         if !settled.moved {
             tracing::warn!(
                 lane,
-                rows,
+                rows = p.rows,
                 "lane lost before settling; another relay owns it now and publishes these rows again"
             );
+            *at = None;
             return Ok(LanePass {
                 stats: PassStats {
-                    claimed: stats.claimed,
-                    published: stats.published,
+                    claimed: p.stats.claimed,
+                    published: p.stats.published,
                     ..PassStats::default()
                 },
                 found: true,
@@ -217,18 +371,19 @@ impl<P: Publisher> Relay<P> {
                 ..LanePass::default()
             });
         }
-        *at = Some(w.next(last_id));
+        *at = Some(p.w.next(p.last_id));
         crate::metrics::settled(settled.failed, settled.dead, settled.held);
-        stats.marked_sent = p.sent.len() as u64;
+        let mut stats = p.stats;
+        stats.marked_sent = p.sent;
         stats.failed = settled.failed + settled.dead;
         stats.dead = settled.dead;
         stats.released = settled.held;
         Ok(LanePass {
             stats,
-            full,
+            full: p.full,
             found: true,
             stayed: false,
-            busy: tick && w.busy,
+            busy: p.busy,
         })
     }
 
@@ -300,6 +455,7 @@ impl<P: Publisher> Relay<P> {
     ) {
         let mut woken = lanes.subscribe();
         let mut at = None;
+        let mut ahead = None;
         let mut failing = Failing::new(lane as usize);
         // The first pass goes on from the last position, which may still
         // hold rows (a relay stopped mid-window); so does the first after
@@ -307,6 +463,7 @@ impl<P: Publisher> Relay<P> {
         let mut tick = false;
         while !shutdown.is_cancelled() {
             if self.breaker.is_open() {
+                self.flush_ahead(&mut ahead, &mut at).await;
                 let probe = async {
                     tokio::time::sleep_until(self.breaker.next_probe()).await;
                     self.probe().await;
@@ -321,11 +478,15 @@ impl<P: Publisher> Relay<P> {
             let polls = self.order.first_lane() == Some(lane);
             let idle = polls.then_some(self.config.idle_sleep);
             let pause = if !self.order.owns_lane(lane) {
+                self.flush_ahead(&mut ahead, &mut at).await;
                 tick = false;
                 at = None;
                 Some(self.config.idle_sleep)
             } else {
-                match self.lane_pass(lane, tick, &mut at, hard_stop).await {
+                match self
+                    .lane_pass(lane, tick, &mut at, &mut ahead, hard_stop)
+                    .await
+                {
                     Ok(pass) => {
                         self.read_only.writable();
                         failing.passed();
@@ -362,6 +523,20 @@ impl<P: Publisher> Relay<P> {
                 }
             }
         }
+        // A batch published and not yet settled is settled before the
+        // relay stops (the settle is the shutdown's to finish).
+        self.flush_ahead(&mut ahead, &mut at).await;
+    }
+
+    /// Settles the batch carried ahead, if any (an error is logged: its
+    /// rows are read again from the position, duplicates).
+    async fn flush_ahead(&self, ahead: &mut Option<Box<Published>>, at: &mut Option<LaneWindow>) {
+        if let Some(p) = ahead.take() {
+            let lane = p.lane;
+            if let Err(e) = self.commit_lane(*p, at).await {
+                tracing::warn!(lane, error = %crate::error_chain(&e), "could not settle a published batch; its rows are published again");
+            }
+        }
     }
 }
 
@@ -391,6 +566,21 @@ pub(crate) fn next_in_lane(pass: &LanePass, tick: bool) -> NextInLane {
         (true, tick && !pass.found)
     };
     NextInLane { tick, wait }
+}
+
+/// Two passes' counts together.
+fn add(a: PassStats, b: PassStats) -> PassStats {
+    PassStats {
+        claimed: a.claimed + b.claimed,
+        published: a.published + b.published,
+        marked_sent: a.marked_sent + b.marked_sent,
+        failed: a.failed + b.failed,
+        dead: a.dead + b.dead,
+        released: a.released + b.released,
+        aggregates: a.aggregates + b.aggregates,
+        held_back: a.held_back + b.held_back,
+        read_on: a.read_on || b.read_on,
+    }
 }
 
 /// Whether `e` is a unique violation on the lanes' positions: another
