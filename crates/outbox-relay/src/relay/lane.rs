@@ -37,6 +37,8 @@ pub(crate) struct LanePass {
     /// A tick whose new window holds rows of some lane: the other lanes
     /// have work too.
     pub busy: bool,
+    /// The window read said a row of `retries` is due for the claim path.
+    pub retries_due: bool,
 }
 
 /// A lane's batch read and published, its settle decided, not yet run.
@@ -137,7 +139,8 @@ impl<P: Publisher> Relay<P> {
             Some(w) if !tick => w,
             _ => self.store.lane_window(lane, tick).await?,
         };
-        match self
+        let retries_due = w.retries_due;
+        let pass = match self
             .read_lane(lane, w, tick, &HashSet::new(), abandon)
             .await?
         {
@@ -149,12 +152,17 @@ impl<P: Publisher> Relay<P> {
                     found: true,
                     stayed: false,
                     busy: p.busy,
+                    retries_due: false,
                 };
                 *ahead = Some(p);
                 Ok(pass)
             }
             Read::Batch(p) => self.commit_lane(*p, at).await,
-        }
+        }?;
+        Ok(LanePass {
+            retries_due,
+            ..pass
+        })
     }
 
     /// A tick whose window holds rows only of other lanes is settled, so
@@ -194,6 +202,10 @@ impl<P: Publisher> Relay<P> {
         abandon: &CancellationToken,
     ) -> Result<Read> {
         let ordered = self.config.ordering == Ordering::Aggregate;
+        if tick && !w.busy {
+            // The new window holds no row of any lane.
+            return Ok(Read::Empty(w));
+        }
         let read = self
             .store
             .lane_batch(
@@ -384,6 +396,7 @@ impl<P: Publisher> Relay<P> {
             found: true,
             stayed: false,
             busy: p.busy,
+            retries_due: false,
         })
     }
 
@@ -443,13 +456,16 @@ impl<P: Publisher> Relay<P> {
     /// producer's notification, wakes every lane through `lanes` (a
     /// counter each lane has seen up to where its last pass began, so a
     /// wake-up during a pass is not lost). An idle relay reads one window
-    /// per interval however many lanes it owns. A lane this relay does not
-    /// own waits for the heartbeat to hand it over.
+    /// per interval however many lanes it owns. The claim path's pipelines
+    /// do not poll beside it: a window read says whether a row of
+    /// `retries` is due, and the lane wakes them through `claims`. A lane
+    /// this relay does not own waits for the heartbeat to hand it over.
     pub(super) async fn lane_loop(
         &self,
         lane: i32,
         wake: &Notify,
         lanes: &watch::Sender<u64>,
+        claims: &Notify,
         shutdown: &CancellationToken,
         hard_stop: &CancellationToken,
     ) {
@@ -492,6 +508,9 @@ impl<P: Publisher> Relay<P> {
                         failing.passed();
                         if pass.busy {
                             lanes.send_modify(|n| *n = n.wrapping_add(1));
+                        }
+                        if pass.retries_due {
+                            claims.notify_one();
                         }
                         let next = next_in_lane(&pass, tick);
                         tick = next.tick;

@@ -43,14 +43,19 @@ impl<P: Publisher> Relay<P> {
             }
         };
         let hard_stop = CancellationToken::new();
+        // With lanes, producers' notifications wake the lanes, and the
+        // claim pipelines (on `retries`) are woken by the lanes.
+        let claims = Notify::new();
+        let pipeline_wake = if lanes { &claims } else { &wake };
         let pipelines = futures_util::future::join_all(
-            (0..self.config.concurrency).map(|i| self.pipeline(i, &wake, &shutdown, &hard_stop)),
+            (0..self.config.concurrency)
+                .map(|i| self.pipeline(i, !lanes, pipeline_wake, &shutdown, &hard_stop)),
         );
         let woken = tokio::sync::watch::Sender::new(0u64);
         let lane_tasks = futures_util::future::join_all(
             (0..super::lane::LANES)
                 .filter(|_| lanes)
-                .map(|l| self.lane_loop(l, &wake, &woken, &shutdown, &hard_stop)),
+                .map(|l| self.lane_loop(l, &wake, &woken, &claims, &shutdown, &hard_stop)),
         );
         let pipelines = futures_util::future::join(pipelines, lane_tasks);
         let grace = async {
@@ -74,6 +79,7 @@ impl<P: Publisher> Relay<P> {
     async fn pipeline(
         &self,
         index: usize,
+        polls: bool,
         wake: &Notify,
         shutdown: &CancellationToken,
         hard_stop: &CancellationToken,
@@ -81,8 +87,8 @@ impl<P: Publisher> Relay<P> {
         // Pipeline 0 polls at the poll interval; the others wait to be woken
         // (by a notification, or by a sibling that found a full batch), so
         // an idle relay issues one query per interval however many
-        // pipelines it runs.
-        let idle = (index == 0).then_some(self.config.idle_sleep);
+        // pipelines it runs. Beside lanes none polls: the lanes wake them.
+        let idle = (polls && index == 0).then_some(self.config.idle_sleep);
         let mut failing = Failing::new(index);
         while !shutdown.is_cancelled() {
             if self.breaker.is_open() {

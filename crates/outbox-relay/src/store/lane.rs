@@ -22,6 +22,8 @@ pub(crate) struct LaneWindow {
     pub after_id: i64,
     /// On a tick: the new window holds a row of some lane.
     pub busy: bool,
+    /// A row of `retries` is due for the claim path.
+    pub retries_due: bool,
 }
 
 impl LaneWindow {
@@ -33,6 +35,7 @@ impl LaneWindow {
             hi: self.hi.clone(),
             after_id: last_id,
             busy: false,
+            retries_due: false,
         }
     }
 }
@@ -86,6 +89,7 @@ impl Store {
             hi: decode::get(&r, "hi")?,
             after_id: decode::get(&r, "after_id")?,
             busy: decode::get(&r, "busy")?,
+            retries_due: decode::get(&r, "retries_due")?,
         })
     }
 

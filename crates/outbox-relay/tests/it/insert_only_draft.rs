@@ -675,3 +675,36 @@ async fn a_relay_killed_mid_batch_hands_its_lanes_over_and_nothing_is_lost_or_re
         4
     );
 }
+
+/// Statements per second of an idle relay over the draft, on the default
+/// settings (polling: no listener), counted by its store.
+async fn idle_statements_per_second(t: &TestSchema) -> f64 {
+    use std::time::Duration;
+    let store = outbox_relay::Store::new(t.pool.clone(), t.schema.clone());
+    let publisher = outbox_relay::publishers::postgres::PostgresPublisher::new(
+        t.pool.clone(),
+        &t.schema,
+        "idle",
+    );
+    let relay = outbox_relay::Relay::new(store, publisher, Default::default()).unwrap();
+    let stop = tokio_util::sync::CancellationToken::new();
+    let measure = async {
+        tokio::time::sleep(Duration::from_secs(2)).await; // past start-up
+        let before = relay.store().statements_issued();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let after = relay.store().statements_issued();
+        stop.cancel();
+        (after - before) as f64 / 5.0
+    };
+    let (ran, per_second) = tokio::join!(relay.run(stop.clone()), measure);
+    ran.unwrap();
+    per_second
+}
+
+#[tokio::test]
+async fn an_idle_relay_reads_one_window_a_poll() {
+    let t = upgraded("io_idle").await;
+    let per_second = idle_statements_per_second(&t).await;
+    eprintln!("idle relay over the draft: {per_second:.1} statements/s");
+    assert!(per_second <= 1.5, "{per_second} statements/s");
+}

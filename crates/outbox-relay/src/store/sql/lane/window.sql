@@ -13,7 +13,9 @@
 -- (bool): on a tick, whether the new window holds a row of any lane. A
 -- lane that finds nothing of its own settles the tick only then, so a
 -- quiet lane does not read an ever wider window while others are busy,
--- and a quiet database costs no write.
+-- and a quiet database costs no write. Then retries_due (bool): a row of
+-- `retries` is due for the claim path, whose pipelines the lanes wake
+-- instead of polling on their own.
 SELECT p.seq,
        (CASE WHEN $2 THEN p.hi ELSE p.lo END)::text AS lo,
        (CASE WHEN $2 THEN pg_current_snapshot() ELSE p.hi END)::text AS hi,
@@ -24,7 +26,10 @@ SELECT p.seq,
        $2 AND EXISTS (SELECT 1 FROM {schema}.messages m
                        WHERE m.xid >= pg_snapshot_xmin(p.hi)
                          AND pg_visible_in_snapshot(m.xid, pg_current_snapshot())
-                         AND NOT pg_visible_in_snapshot(m.xid, p.hi)) AS busy
+                         AND NOT pg_visible_in_snapshot(m.xid, p.hi)) AS busy,
+       EXISTS (SELECT 1 FROM {schema}.retries r
+                WHERE r.dead_at IS NULL AND r.status IN ('pending', 'failed')
+                  AND r.next_run_at <= now()) AS retries_due
   FROM {schema}.lane_positions p
  WHERE p.lane = $1
  ORDER BY p.seq DESC LIMIT 1
