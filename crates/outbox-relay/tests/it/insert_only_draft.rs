@@ -242,6 +242,20 @@ async fn the_upgrade_keeps_every_state_and_the_producer_contract() {
             .starts_with("messages_event_id_key"),
         "{db:?}"
     );
+    // An id below the new table's (one the kept rows may hold) is refused.
+    let kept = c
+        .batch_execute(&sql(
+            &t,
+            "INSERT INTO {schema}.messages (id, event_type, aggregate_type, aggregate_id, topic, payload) \
+             VALUES (1, 'e', 't', '9', 'x', '{}')",
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        kept.as_db_error().and_then(|d| d.constraint()),
+        Some("messages_id_not_kept"),
+        "{kept}"
+    );
     // The checks of migrations 6 and 10 hold at the door.
     for bad in [
         "headers) VALUES ('e', 't', '8', 'x', '{}', '[1]')",

@@ -70,7 +70,8 @@ CREATE INDEX IF NOT EXISTS messages_xid_idx ON {schema}.messages (xid);
 
 -- The first partition starts at the sequence's next id and spans 2^32 ids
 -- (a rotation moves the sequence to the next partition's start); ids no
--- partition covers (given by hand) go to the default one.
+-- partition covers (given by hand) go to the default one, and none below
+-- the first partition.
 DO $partitions$
 DECLARE
     start int8 := (SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END
@@ -86,6 +87,11 @@ BEGIN
     EXECUTE format('CREATE UNIQUE INDEX %I ON {schema}.%I (event_id)', 'messages_event_id_key_' || start, name);
     CREATE TABLE {schema}.messages_default PARTITION OF {schema}.messages DEFAULT;
     CREATE UNIQUE INDEX messages_event_id_key_default ON {schema}.messages_default (event_id);
+    -- Ids below the first partition are those of the rows kept in
+    -- `retries` and `messages_sent`: a row given one of them by hand would
+    -- take the id of another message, and its lane could never copy it
+    -- into `retries` (the key is taken). Refused at the door.
+    EXECUTE format('ALTER TABLE {schema}.messages_default ADD CONSTRAINT messages_id_not_kept CHECK (id >= %s)', start);
 END
 $partitions$;
 
