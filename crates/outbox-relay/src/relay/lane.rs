@@ -165,6 +165,32 @@ impl<P: Publisher> Relay<P> {
         })
     }
 
+    /// One batch of each lane this relay owns, settled, after a beat
+    /// ([`Relay::run_once`]): a lane goes on from its position, or ticks
+    /// when its window there is drained.
+    pub(super) async fn lanes_once(&self) -> Result<PassStats> {
+        self.beat().await?;
+        let never = CancellationToken::new();
+        let mut total = PassStats::default();
+        for lane in (0..LANES).filter(|l| self.order.owns_lane(*l)) {
+            let (mut at, mut ahead) = (None, None);
+            let mut pass = self
+                .lane_pass(lane, false, &mut at, &mut ahead, &never)
+                .await?;
+            if !pass.found && !pass.stayed {
+                pass = self
+                    .lane_pass(lane, true, &mut at, &mut ahead, &never)
+                    .await?;
+            }
+            if let Some(p) = ahead.take() {
+                // Its counts so far were the read's; the settle's hold them.
+                pass = self.commit_lane(*p, &mut at).await?;
+            }
+            total = add(total, pass.stats);
+        }
+        Ok(total)
+    }
+
     /// A tick whose window holds rows only of other lanes is settled, so
     /// that this lane's next window starts past them.
     async fn settle_empty(
@@ -588,7 +614,7 @@ pub(crate) fn next_in_lane(pass: &LanePass, tick: bool) -> NextInLane {
 }
 
 /// Two passes' counts together.
-fn add(a: PassStats, b: PassStats) -> PassStats {
+pub(crate) fn add(a: PassStats, b: PassStats) -> PassStats {
     PassStats {
         claimed: a.claimed + b.claimed,
         published: a.published + b.published,

@@ -236,10 +236,18 @@ impl<P: Publisher> Relay<P> {
         self.breaker.view()
     }
 
-    /// One pass: claim a batch, publish it, settle it.
+    /// One pass: claim a batch, publish it, settle it. Over a schema with
+    /// lanes (the draft migration 12), first a batch of each lane this
+    /// relay owns (after a beat, which registers it and hands it lanes),
+    /// then a claim on `retries`; the counts are added up.
     pub async fn run_once(&self) -> Result<PassStats> {
+        let lanes = match self.store.has_lanes().await? {
+            true => self.lanes_once().await?,
+            false => PassStats::default(),
+        };
         let batch = self.claim_and_publish().await?;
-        self.settle(batch).await
+        let claimed = self.settle(batch).await?;
+        Ok(lane::add(lanes, claimed))
     }
 
     /// Claims a batch and publishes it, without settling.

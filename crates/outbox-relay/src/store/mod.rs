@@ -56,6 +56,8 @@ pub struct Store {
     /// The schema has the insert-only engine's lanes (draft migration 12),
     /// as [`Self::check_migrated`] found it.
     lanes: Arc<AtomicBool>,
+    /// Whether `lanes` was read from the schema yet.
+    lanes_known: Arc<AtomicBool>,
     /// Connections taken to run a statement: what the relay costs the
     /// database (an idle relay should stay near one a second).
     statements: Arc<AtomicU64>,
@@ -173,6 +175,7 @@ impl Store {
         Self {
             queries: Arc::new((Queries::new(&schema), Queries::with_retries(&schema))),
             lanes: Arc::new(AtomicBool::new(false)),
+            lanes_known: Arc::new(AtomicBool::new(false)),
             pool,
             schema,
             statements: Arc::new(AtomicU64::new(0)),
@@ -214,6 +217,14 @@ impl Store {
     /// [`Self::check_migrated`] last found it.
     pub(crate) fn lanes(&self) -> bool {
         self.lanes.load(Ordering::Relaxed)
+    }
+
+    /// As [`Self::lanes`], read from the schema first if it was not yet.
+    pub(crate) async fn has_lanes(&self) -> Result<bool> {
+        if !self.lanes_known.load(Ordering::Relaxed) {
+            self.recorded_migrations().await?;
+        }
+        Ok(self.lanes())
     }
 
     /// Statements this store (and its clones) has sent so far.
@@ -268,6 +279,7 @@ impl Store {
         );
         self.lanes
             .store(decode::get(&row, "has_lanes")?, Ordering::Relaxed);
+        self.lanes_known.store(true, Ordering::Relaxed);
         if !tables {
             return Ok(None);
         }

@@ -722,3 +722,37 @@ async fn an_idle_relay_reads_one_window_a_poll() {
     eprintln!("idle relay over the draft: {per_second:.1} statements/s");
     assert!(per_second <= 1.5, "{per_second} statements/s");
 }
+
+#[tokio::test]
+async fn one_pass_sends_what_every_lane_holds_then_nothing() {
+    let t = upgraded("io_once").await;
+    let rows: Vec<(String, i64)> = (0..3)
+        .flat_map(|n| (0..8).map(move |a| (format!("agg-{a}"), n)))
+        .collect();
+    crate::support::enqueue_rows(&t, &rows).await;
+    let relay = crate::support::sink_relay(&t, "once", lane_config());
+    let first = relay.run_once().await.unwrap();
+    assert_eq!(
+        (
+            first.claimed,
+            first.published,
+            first.marked_sent,
+            first.failed
+        ),
+        (24, 24, 24, 0),
+        "{first}"
+    );
+    let again = relay.run_once().await.unwrap();
+    assert_eq!((again.claimed, again.marked_sent), (0, 0), "{again}");
+    relay.leave().await;
+    assert_eq!(
+        t.count("SELECT count(*) FROM {schema}.all_messages WHERE status = 'sent'")
+            .await,
+        24
+    );
+    assert_eq!(
+        t.count("SELECT count(DISTINCT message_id) FROM {schema}.published_events")
+            .await,
+        24
+    );
+}
