@@ -76,6 +76,18 @@ pub(crate) struct LaneSettled {
 }
 
 impl Store {
+    /// The hot path's backlog (of `topic`, if given): rows the lanes have
+    /// not passed, and the age of the oldest (see `lane/pending.sql`).
+    pub(crate) async fn lanes_pending(
+        &self,
+        topic: Option<&str>,
+    ) -> Result<(i64, Option<std::time::Duration>)> {
+        let client = self.client().await?;
+        let r = client.query_one(&self.q().lane.pending, &[&topic]).await?;
+        let age: Option<f64> = decode::get(&r, "oldest_age_seconds")?;
+        Ok((decode::get(&r, "pending")?, age.map(super::age_seconds)))
+    }
+
     /// Where `lane` reads next: its last position, or with `tick` the next
     /// window after it (see `lane/window.sql`).
     pub(crate) async fn lane_window(&self, lane: i32, tick: bool) -> Result<LaneWindow> {

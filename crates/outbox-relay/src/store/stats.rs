@@ -38,10 +38,16 @@ pub type TopicCounts = BTreeMap<String, i64>;
 impl Store {
     /// The hot table's counts by status (cheap: see the `backlog` statement).
     pub(crate) async fn count_backlog(&self) -> Result<Backlog> {
+        // Over a schema with lanes, today's table is `retries`, and the
+        // hot path's rows not yet passed are pending too.
+        let hot = match self.has_lanes().await? {
+            true => self.lanes_pending(None).await?.0,
+            false => 0,
+        };
         let client = self.client().await?;
         let row = client.query_one(&self.q().stats.backlog, &[]).await?;
         Ok(Backlog {
-            pending: get(&row, "pending")?,
+            pending: hot + get::<i64>(&row, "pending")?,
             processing: get(&row, "processing")?,
             failed: get(&row, "failed")?,
             dead: get(&row, "dead")?,
@@ -101,7 +107,13 @@ impl Store {
             (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
             (a, b) => a.or(b),
         };
-        Ok(oldest.map(|(_, age)| super::age_seconds(age)))
+        let oldest = oldest.map(|(_, age)| super::age_seconds(age));
+        // Over a schema with lanes, the hot path's oldest row not passed.
+        let hot = match self.has_lanes().await? {
+            true => self.lanes_pending(topic).await?.1,
+            false => None,
+        };
+        Ok(oldest.max(hot))
     }
 
     /// `(id, age_seconds)` of the row `sql` (one of the oldest-pending

@@ -756,3 +756,28 @@ async fn one_pass_sends_what_every_lane_holds_then_nothing() {
         24
     );
 }
+
+#[tokio::test]
+async fn the_backlog_counts_what_the_lanes_have_not_passed() {
+    let t = upgraded("io_backlog").await;
+    let admin =
+        outbox_relay::Admin::new(outbox_relay::Store::new(t.pool.clone(), t.schema.clone()));
+    assert_eq!(admin.backlog().await.unwrap().pending, 0);
+    assert_eq!(admin.oldest_waiting_age(None).await.unwrap(), None);
+    let rows: Vec<(String, i64)> = (0..2)
+        .flat_map(|n| (0..5).map(move |a| (format!("agg-{a}"), n)))
+        .collect();
+    crate::support::enqueue_rows(&t, &rows).await;
+    assert_eq!(admin.backlog().await.unwrap().pending, 10);
+    assert!(admin.oldest_waiting_age(None).await.unwrap().is_some());
+    assert!(admin
+        .oldest_waiting_age(Some("no-such-topic"))
+        .await
+        .unwrap()
+        .is_none());
+    let relay = crate::support::sink_relay(&t, "backlog", lane_config());
+    relay.run_once().await.unwrap();
+    relay.leave().await;
+    assert_eq!(admin.backlog().await.unwrap().pending, 0);
+    assert_eq!(admin.oldest_waiting_age(None).await.unwrap(), None);
+}

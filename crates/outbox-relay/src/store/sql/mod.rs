@@ -49,6 +49,7 @@ outbox::statements! {
         window = include_str!("lane/window.sql"),
         batch = include_str!("lane/batch.sql"),
         settle = include_str!("lane/settle.sql"),
+        pending = include_str!("lane/pending.sql"),
     }
 }
 
