@@ -9,7 +9,8 @@
 //!   tests: `settle_plan/tests.rs`).
 //! - `order.rs`, `ordered.rs`: order per aggregate (gates, buckets, claims).
 //! - `run.rs`: the long-running loop — pipelines, wake-ups, breaker.
-//! - `lane.rs`: the hot path of the insert-only engine, a task per lane.
+//! - `lane.rs`, `lane_loop.rs`: the hot path of the insert-only engine: a
+//!   lane's pass, and the task per lane that runs it.
 //! - `maintain.rs`: the maintenance services beside the pipelines, each
 //!   with its own config: `reaper.rs` (the lease reaper), `heartbeat.rs`
 //!   (bucket leases), the archiver and the backlog gauges.
@@ -23,6 +24,7 @@ pub(crate) mod config;
 mod cursor;
 mod heartbeat;
 mod lane;
+mod lane_loop;
 mod maintain;
 mod order;
 mod ordered;

@@ -92,15 +92,8 @@ impl<P: Publisher> Relay<P> {
         let mut failing = Failing::new(index);
         while !shutdown.is_cancelled() {
             if self.breaker.is_open() {
-                // Every pipeline wakes at the probe time; one probes and the
-                // others wait for its result (see breaker.rs).
-                let probe = async {
-                    tokio::time::sleep_until(self.breaker.next_probe()).await;
-                    self.probe().await;
-                };
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    _ = probe => {}
+                if !self.wait_for_probe(shutdown).await {
+                    break;
                 }
                 continue;
             }
@@ -126,18 +119,36 @@ impl<P: Publisher> Relay<P> {
                 }
                 Err(e) => Some(failing.failed(&e, &self.read_only)),
             };
-            let sleep = async {
-                match pause {
-                    Some(p) => tokio::time::sleep(p).await,
-                    None => std::future::pending().await,
-                }
-            };
             tokio::select! {
                 _ = shutdown.cancelled() => break,
-                _ = sleep => {}
+                _ = sleep_for(pause) => {}
                 _ = wake.notified() => {}
             }
         }
+    }
+}
+
+impl<P: Publisher> Relay<P> {
+    /// While the breaker is open: sleeps until the probe time, then one
+    /// caller probes and the others wait for its result (see breaker.rs).
+    /// False when `shutdown` came first.
+    pub(super) async fn wait_for_probe(&self, shutdown: &CancellationToken) -> bool {
+        let probe = async {
+            tokio::time::sleep_until(self.breaker.next_probe()).await;
+            self.probe().await;
+        };
+        tokio::select! {
+            _ = shutdown.cancelled() => false,
+            _ = probe => true,
+        }
+    }
+}
+
+/// Sleeps for `pause`, or forever without one (until woken otherwise).
+pub(super) async fn sleep_for(pause: Option<Duration>) {
+    match pause {
+        Some(p) => tokio::time::sleep(p).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -22,21 +22,7 @@ impl<P: Publisher> Relay<P> {
         let Some(lease) = batch.lease.take() else {
             return Ok(settle_plan::pass_stats(&batch));
         };
-        // Retryable failures may mean the destination is down rather than
-        // the messages being at fault: ask it. If it is down, the rows go
-        // back without spending their attempts and the breaker opens.
-        let unreachable = match settle_plan::asks_destination(&batch) {
-            true => self.destination_down().await,
-            false => None,
-        };
-        let plan = SettlePlan::new(
-            batch,
-            &self.config.retry,
-            self.clock.now(),
-            unreachable,
-            &mut rand::thread_rng(),
-        );
-        crate::metrics::order_breaks(plan.order_breaks);
+        let plan = self.plan_settle(batch).await;
         // Narrow before the statement: a claim running meanwhile must not
         // take what comes after a message left live.
         {
@@ -75,6 +61,26 @@ impl<P: Publisher> Relay<P> {
             }
         }
         settled.map(|(stats, _)| stats)
+    }
+
+    /// What becomes of each row of a published batch ([`SettlePlan::new`]).
+    /// Retryable failures may mean the destination is down rather than the
+    /// messages being at fault: it is asked, and if it is down the rows go
+    /// back without spending their attempts and the breaker opens.
+    pub(super) async fn plan_settle(&self, batch: PublishedBatch) -> SettlePlan {
+        let unreachable = match settle_plan::asks_destination(&batch) {
+            true => self.destination_down().await,
+            false => None,
+        };
+        let plan = SettlePlan::new(
+            batch,
+            &self.config.retry,
+            self.clock.now(),
+            unreachable,
+            &mut rand::thread_rng(),
+        );
+        crate::metrics::order_breaks(plan.order_breaks);
+        plan
     }
 
     /// Runs the settle statement; returns the stats and whether every row

@@ -12,6 +12,7 @@ mod dead_letters;
 mod hostile_http;
 mod hostile_rows;
 mod insert_only_draft;
+mod insert_only_relay;
 mod ordering;
 mod ordering_race;
 mod properties;
